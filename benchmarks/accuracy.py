@@ -1,0 +1,80 @@
+"""Fit every posteriordb model in models/posteriordb and compare with its reference posterior.
+
+Prints, per model: parameters, seconds, gradient evaluations, max and median |mean error| / ref sd,
+and the median ratio of fitted to reference sd.
+
+    python benchmarks/accuracy.py [--method advi|fullrank] [--seed 1] [--only NAME]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ppl.pipeline import build, fit  # noqa: E402
+from ppl.summary import flatten_draws  # noqa: E402
+
+POSTERIORDB = ROOT / "models" / "posteriordb"
+
+
+def compare(folder: Path, method: str, seed: int) -> dict:
+    ref = json.loads((folder / "reference.json").read_text())
+    params = ref["parameters"]
+    start = time.perf_counter()
+    model = build(str(folder / "model.stan"), [str(folder / "data.json")], seed=seed)
+    result = fit(model, method, seed=seed, draws=4000)
+    seconds = time.perf_counter() - start
+    names, matrix = flatten_draws(result.draws)
+    col = {n: i for i, n in enumerate(names)}
+    errs, ratios = [], []
+    for name, r in params.items():
+        x = matrix[:, col[name]]
+        errs.append(abs(x.mean() - r["mean"]) / r["sd"])
+        ratios.append(x.std(ddof=1) / r["sd"])
+    return {
+        "posterior": folder.name,
+        "params": len(params),
+        "seconds": seconds,
+        "grad_evals": result.vi.grad_evals,
+        "max_err": float(np.max(errs)),
+        "median_err": float(np.median(errs)),
+        "median_sd_ratio": float(np.median(ratios)),
+        "converged": result.vi.converged,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--method", default="advi", choices=["advi", "meanfield", "fullrank"])
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--only", default=None, help="run only posteriors whose name contains this")
+    args = ap.parse_args()
+    print(f"method={args.method} seed={args.seed}")
+    header = (f"{'posterior':<34}{'params':>7}{'seconds':>9}{'grad evals':>12}{'max err':>9}"
+              f"{'med err':>9}{'med sd ratio':>14}{'conv':>6}")  # fmt: skip
+    print(header)
+    print("-" * len(header))
+    for folder in sorted(p for p in POSTERIORDB.iterdir() if (p / "reference.json").exists()):
+        if args.only and args.only not in folder.name:
+            continue
+        try:
+            r = compare(folder, args.method, args.seed)
+        except Exception as e:  # noqa: BLE001 - report and go on to the next posterior
+            print(f"{folder.name:<34} failed: {type(e).__name__}: {str(e).splitlines()[0]}")
+            continue
+        print(f"{r['posterior']:<34}{r['params']:>7}{r['seconds']:>9.2f}{r['grad_evals']:>12}"
+              f"{r['max_err']:>9.3f}{r['median_err']:>9.3f}{r['median_sd_ratio']:>14.3f}"
+              f"{'yes' if r['converged'] else 'no':>6}", flush=True)  # fmt: skip
+    print("errors are |mean - reference mean| / reference sd; sd ratio is fitted sd / reference sd")
+
+
+if __name__ == "__main__":
+    main()

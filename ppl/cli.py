@@ -1,0 +1,215 @@
+"""The `ppl` command: fit, ir, check. User mistakes print a message and exit 2, never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+from ppl import __version__
+from ppl.errors import PplError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # exit code 2 with a one-line reason, like every other user error
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"ppl: error: {message}\n")
+        raise SystemExit(2)
+
+
+def _sets(values: list[str]) -> dict[str, str]:
+    out = {}
+    for item in values or []:
+        if "=" not in item:
+            raise PplError(f"--set expects name=value, got '{item}'")
+        name, value = item.split("=", 1)
+        out[name.strip()] = value.strip()
+    return out
+
+
+def _add_common(p):
+    p.add_argument("model", help="model file (.model or .stan)")
+    p.add_argument("data", nargs="*", help="data files: .csv (a column per variable) or .json (Stan format)")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="give a scalar data value, e.g. --set N=10")  # fmt: skip
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="ppl", description="Variational inference for Stan-like models.")
+    parser.add_argument("--version", action="version", version=f"ppl {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    f = sub.add_parser("fit", help="fit a model to data and summarise the approximate posterior")
+    _add_common(f)
+    f.add_argument("--method", default="advi", choices=["advi", "meanfield", "fullrank"],
+                   help="advi/meanfield: mean-field Gaussian ADVI (default); fullrank: full-rank ADVI")
+    f.add_argument("--iter", type=int, default=10000, help="maximum iterations (default 10000)")
+    f.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    f.add_argument("--draws", type=int, default=1000, help="approximate posterior draws (default 1000)")
+    f.add_argument("--output", metavar="DIR", help="write summary.csv, draws.csv, fit.json, elbo.csv")
+    f.add_argument("--tol-rel-obj", type=float, default=0.01,
+                   help="relative ELBO change that counts as converged (default 0.01, as Stan)")
+    f.add_argument("--eta", type=float, default=None, help="fixed step size (default: adapted)")
+    f.add_argument("--grad-samples", type=int, default=None,
+                   help="Monte Carlo draws per gradient step (vectorised)")
+    f.add_argument("--quiet", action="store_true", help="no progress bar")  # fmt: skip
+
+    r = sub.add_parser("ir", help="print the model's graph IR")
+    _add_common(r)
+    fmt = r.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="print the IR as JSON")
+    fmt.add_argument("--dot", action="store_true", help="print the IR as a Graphviz digraph")
+    r.add_argument("--method", default="advi", choices=["advi", "meanfield", "fullrank"])
+
+    c = sub.add_parser("check", help="parse and check the model (and the data, if given) without fitting")
+    _add_common(c)
+    return parser
+
+
+def _validate_options(args):
+    if getattr(args, "iter", 1) is not None and args.command == "fit":
+        if args.iter < 1:
+            raise PplError("--iter must be at least 1")
+        if args.draws < 1:
+            raise PplError("--draws must be at least 1")
+        if args.tol_rel_obj <= 0:
+            raise PplError("--tol-rel-obj must be positive")
+        if args.eta is not None and not (args.eta > 0 and np.isfinite(args.eta)):
+            raise PplError("--eta must be a positive number")
+        if args.grad_samples is not None and args.grad_samples < 1:
+            raise PplError("--grad-samples must be at least 1")
+
+
+def _progress_bar(total: int, quiet: bool):
+    if quiet:
+        return None, lambda: None
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, file=sys.stderr, desc="ADVI", unit="it", mininterval=0.25,
+               leave=False, dynamic_ncols=True)  # fmt: skip
+    state = {"last": 0}
+
+    def progress(iteration: int, elbo):
+        step = iteration - state["last"]
+        if step > 0:
+            bar.update(step)
+            state["last"] = iteration
+        if elbo is not None:
+            bar.set_postfix_str(f"ELBO {elbo:.6g}", refresh=False)
+
+    return progress, bar.close
+
+
+def cmd_fit(args) -> int:
+    from ppl.output import write_outputs
+    from ppl.pipeline import build, fit
+    from ppl.summary import format_table, summarise
+
+    model = build(args.model, args.data, _sets(args.set), seed=args.seed)
+    progress, close = _progress_bar(args.iter, args.quiet or not sys.stderr.isatty())
+    try:
+        result = fit(model, args.method, iterations=args.iter, seed=args.seed, draws=args.draws,
+                     tol_rel_obj=args.tol_rel_obj, eta=args.eta, grad_samples=args.grad_samples,
+                     progress=progress)  # fmt: skip
+    finally:
+        close()
+    vi = result.vi
+    print(f"model: {args.model}")
+    print(f"method: {result.method} ADVI, eta {vi.eta:g}, {vi.iterations} iterations, "
+          f"{vi.grad_evals} gradient evaluations, {result.seconds:.2f} s")  # fmt: skip
+    print(f"ELBO: {vi.elbo:.6g} ({'converged' if vi.converged else 'NOT converged'})")
+    for name, fam in result.families.items():
+        print(f"  q({name}): {fam}")
+    print()
+    print(format_table(summarise(result.draws)))
+    info = {
+        "model": args.model,
+        "data": list(args.data),
+        "method": result.method,
+        "iterations": vi.iterations,
+        "seconds": round(result.seconds, 4),
+        "gradient_evaluations": vi.grad_evals,
+        "elbo": vi.elbo,
+        "converged": vi.converged,
+        "seed": args.seed,
+        "eta": vi.eta,
+        "grad_samples": vi.grad_samples,
+        "draws": args.draws,
+        "warnings": result.warnings,
+        "families": result.families,
+    }
+    if args.output:
+        files = write_outputs(args.output, result, info)
+        print(f"\nwrote {', '.join(str(f) for f in files)}")
+    if result.warnings:
+        print("\nwarnings:", file=sys.stderr)
+        for w in result.warnings:
+            print(f"  - {w}", file=sys.stderr)
+    return 0
+
+
+def cmd_ir(args) -> int:
+    from ppl.compiler import CompiledModel
+    from ppl.ir import build_graph
+    from ppl.pipeline import load_model, read_data
+
+    checked = load_model(args.model)
+    model = None
+    if args.data or args.set:
+        model = CompiledModel(checked, read_data(checked, args.data, _sets(args.set)))
+    graph = build_graph(checked, model, args.method)
+    if args.json:
+        print(graph.to_json())
+    elif args.dot:
+        print(graph.to_dot(), end="")
+    else:
+        print(graph.to_text(), end="")
+    return 0
+
+
+def cmd_check(args) -> int:
+    from ppl.compiler import CompiledModel
+    from ppl.pipeline import load_model, read_data
+
+    checked = load_model(args.model)
+    print(f"{args.model}: model OK")
+    if args.data or args.set:
+        model = CompiledModel(checked, read_data(checked, args.data, _sets(args.set)))
+        lp = model.log_joint(model.random_init(np.random.default_rng(0))[None, :])
+        if not np.all(np.isfinite(lp)):
+            print("note: the log density is not finite at a random initial point", file=sys.stderr)
+        print(f"data OK: {len(model.data)} values, {model.dim} unconstrained parameters")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    try:
+        _validate_options(args)
+        handler = {"fit": cmd_fit, "ir": cmd_ir, "check": cmd_check}[args.command]
+        return handler(args)
+    except PplError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print(f"\ninterrupted after {time.perf_counter() - start:.1f} s; nothing was written",
+              file=sys.stderr)  # fmt: skip
+        return 130
+    except RecursionError:
+        print("error: the model is nested too deeply to compile", file=sys.stderr)
+        return 2
+    except Exception as e:  # noqa: BLE001 - a bug of ours: say so in one line, no traceback
+        if os.environ.get("PPL_DEBUG"):
+            raise
+        print(f"internal error: {type(e).__name__}: {e}\n(this is a bug in ppl; rerun with "
+              "PPL_DEBUG=1 for the traceback and please report it)", file=sys.stderr)  # fmt: skip
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

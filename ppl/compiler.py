@@ -1,0 +1,280 @@
+"""Checked program + data -> a compiled model: an autograd log joint over the unconstrained latents.
+
+`CompiledModel.log_joint(zeta)` takes an (S, D) array of S unconstrained draws and returns the S
+log joint densities, log-Jacobians of the constraining transforms included. The same code, run
+on plain numpy arrays, gives the constrained draws, transformed parameters and generated
+quantities for the output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import autograd.numpy as anp
+import numpy as np
+
+from ppl import ast
+from ppl.checker import CheckedProgram, decl_type
+from ppl.errors import DataError, FitError, ModelError
+from ppl.evaluator import Devectorise, ElementList, Evaluator, NeedsPerSample, Rejected
+from ppl.transforms import make_transform
+from ppl.types import SType
+
+
+@dataclass
+class Latent:
+    """A parameter-block variable and where it lives in the unconstrained vector."""
+
+    name: str
+    decl: ast.Decl
+    stype: SType
+    shape: tuple[int, ...]
+    ushape: tuple[int, ...]
+    offset: int
+    size: int
+    kind: str  # transform kind
+    support: str
+    binary: bool = False
+    fixed_transform: object = None  # built once when the bounds depend on data only
+    bound_names: set[str] = field(default_factory=set)
+
+    @property
+    def transform_label(self) -> str:
+        return self.kind
+
+
+def _transform_kind(spec: ast.TypeSpec) -> str:
+    if spec.kind in ("int", "real", "vector", "row_vector", "matrix"):
+        b = spec.bounds
+        if "offset" in b or "multiplier" in b:
+            return "offset_multiplier"
+        if "lower" in b and "upper" in b:
+            return "lower_upper"
+        if "lower" in b:
+            return "lower"
+        if "upper" in b:
+            return "upper"
+        return "identity"
+    return spec.kind
+
+
+def _names(node) -> set[str]:
+    return {e.name for e in ast.iter_exprs(node) if isinstance(e, ast.Var)}
+
+
+class CompiledModel:
+    def __init__(self, checked: CheckedProgram, data: dict[str, np.ndarray], seed: int = 0):
+        self.checked = checked
+        self.program = checked.program
+        self.devectorised: set = set()
+        self.per_sample = False
+        self.data = dict(data)
+        rng = np.random.default_rng(seed)
+        ev = Evaluator(self.program, self.data, rng=rng, devectorised=self.devectorised)
+        self._run_block(ev, self.program.transformed_data, "transformed data")
+        for name in checked.names_in("transformed_data"):
+            v = self.data.get(name)
+            if isinstance(v, ElementList):
+                self.data[name] = v.materialise()
+        self._check_bounds_block(self.program.transformed_data, "transformed data")
+        self.latents = self._layout()
+        self.dim = sum(lat.size for lat in self.latents)
+
+    # ---- set-up
+    def _run_block(self, ev: Evaluator, stmts, label: str) -> None:
+        while True:
+            try:
+                ev.run(stmts)
+                return
+            except Devectorise as d:
+                self.devectorised.add(d.loop)
+            except NeedsPerSample:
+                ev.vectorise = False
+                ev.run(stmts)
+                return
+            except Rejected as r:
+                raise ModelError(f"{self.program.filename}: reject() in {label}: {r}") from None
+
+    def _check_bounds_block(self, stmts, label):
+        for s in stmts:
+            if isinstance(s, ast.Decl) and s.spec.bounds and s.name in self.data:
+                self._check_value_bounds(s, self.data[s.name], self.data, label)
+
+    def _check_value_bounds(self, decl, value, env, label):
+        ev = Evaluator(self.program, dict(env))
+        for which in ("lower", "upper"):
+            e = decl.spec.bounds.get(which)
+            if e is None:
+                continue
+            bound = np.asarray(ev.expr(e), dtype=float)
+            v = np.asarray(value, dtype=float)
+            bad = v < bound if which == "lower" else v > bound
+            if np.any(bad):
+                raise ModelError(f"{self.program.filename}:{decl.pos.line}: {label} variable "
+                                 f"'{decl.name}' breaks its {which} bound")  # fmt: skip
+
+    def _layout(self) -> list[Latent]:
+        latents = []
+        offset = 0
+        env = dict(self.data)
+        ev = Evaluator(self.program, env)
+        param_names: set[str] = set()
+        for d in self.program.parameters:
+            try:
+                shape = ev.shape_of(d.spec)
+            except ModelError:
+                raise
+            stype = decl_type(d.spec)
+            kind = _transform_kind(d.spec)
+            binary = d.spec.kind == "int"
+            bound_names = _names(list(d.spec.bounds.values()))
+            fixed = None
+            if binary:
+                ushape, support = shape, "binary"
+            else:
+                bounds = {}
+                if not (bound_names & param_names):
+                    for bname, bexpr in d.spec.bounds.items():
+                        bounds[bname] = self._aligned_bound(ev.expr(bexpr), bexpr.type, stype)
+                    fixed = make_transform(kind, **bounds) if kind != "identity" else make_transform("identity")
+                    t = fixed
+                else:
+                    t = make_transform(kind, **{k: 0.0 if k != "upper" else 1.0 for k in d.spec.bounds}
+                                       ) if kind != "identity" else make_transform("identity")  # fmt: skip
+                ushape = tuple(t.unconstrained_shape(shape))
+                support = t.support
+            size = int(np.prod(ushape, dtype=int))
+            latents.append(Latent(d.name, d, stype, tuple(shape), ushape, offset, size, kind, support,
+                                  binary, fixed, bound_names))  # fmt: skip
+            offset += size
+            param_names.add(d.name)
+        return latents
+
+    @staticmethod
+    def _aligned_bound(value, btype: SType, ptype: SType):
+        value = value if not isinstance(value, int | float) else float(value)
+        nd = anp.ndim(value)
+        b = nd - btype.ndim
+        if btype.ndim < ptype.ndim and nd:
+            shape = anp.shape(value)
+            value = anp.reshape(value, shape[:b] + (1,) * (ptype.ndim - btype.ndim) + shape[b:])
+        return value
+
+    # ---- the log joint
+    def _constrain(self, zeta, env, ev: Evaluator):
+        S = anp.shape(zeta)[0]
+        log_jac = 0.0
+        for lat in self.latents:
+            if lat.binary:
+                raise FitError(f"parameter '{lat.name}' is binary; this method needs continuous latents")
+            u = zeta[:, lat.offset : lat.offset + lat.size]
+            u = anp.reshape(u, (S,) + lat.ushape)
+            t = lat.fixed_transform
+            if t is None:
+                bounds = {k: self._aligned_bound(ev.expr(e), e.type, lat.stype)
+                          for k, e in lat.decl.spec.bounds.items()}  # fmt: skip
+                t = make_transform(lat.kind, check=False, **bounds)
+            x, lj = t.forward(u, len(lat.shape))
+            env[lat.name] = x
+            log_jac = log_jac + lj
+        return log_jac
+
+    def _evaluate(self, zeta, with_model: bool = True, rng=None):
+        env = dict(self.data)
+        ev = Evaluator(self.program, env, rng=rng, devectorised=self.devectorised)
+        log_jac = self._constrain(zeta, env, ev)
+        ev.run(self.program.transformed_parameters)
+        if with_model:
+            ev.run(self.program.model)
+        return env, ev.target, log_jac
+
+    def log_joint(self, zeta):
+        """Log joint density (up to the data's normalising constant) of S unconstrained draws."""
+        S = anp.shape(zeta)[0]
+        if not self.per_sample:
+            while True:
+                try:
+                    _, target, log_jac = self._evaluate(zeta)
+                    return target + log_jac + anp.zeros(S)
+                except Devectorise as d:
+                    self.devectorised.add(d.loop)
+                except (NeedsPerSample, Rejected):
+                    self.per_sample = True
+                    break
+        out = []
+        for s in range(S):
+            try:
+                _, target, log_jac = self._evaluate(zeta[s : s + 1])
+                out.append(target + log_jac + anp.zeros(1))
+            except Rejected:
+                out.append(anp.full(1, -np.inf))
+            except Devectorise as d:
+                self.devectorised.add(d.loop)
+                return self.log_joint(zeta)
+        return anp.concatenate(out)
+
+    # ---- outputs
+    def constrained_draws(self, zeta: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """Parameters, transformed parameters and generated quantities for each row of zeta."""
+        S = zeta.shape[0]
+        try:
+            env, _, _ = self._evaluate(zeta, with_model=False)
+            env = self._materialise(env)
+        except (NeedsPerSample, Rejected):
+            return self._per_draw_outputs(zeta, rng)
+        out = {}
+        for name in self.checked.names_in("parameters") + self.checked.names_in("transformed_parameters"):
+            out[name] = self._with_sample_axis(env[name], self.checked.symbols[name].stype, S)
+        if self.program.generated_quantities:
+            ev = Evaluator(self.program, env, rng=rng, devectorised=self.devectorised)
+            try:
+                self._run_block(ev, self.program.generated_quantities, "generated quantities")
+            except NeedsPerSample:
+                return self._per_draw_outputs(zeta, rng)
+            env = self._materialise(env)
+            for name in self.checked.names_in("generated_quantities"):
+                out[name] = self._with_sample_axis(env[name], self.checked.symbols[name].stype, S)
+        return out
+
+    def _per_draw_outputs(self, zeta, rng):
+        rows = []
+        for s in range(zeta.shape[0]):
+            model = self
+            env, _, _ = model._evaluate(zeta[s : s + 1], with_model=False)
+            env = self._materialise(env)
+            ev = Evaluator(self.program, env, rng=rng, vectorise=False)
+            try:
+                ev.run(self.program.generated_quantities)
+            except Rejected as r:
+                raise FitError(f"reject() in generated quantities: {r}") from None
+            env = self._materialise(env)
+            names = (self.checked.names_in("parameters") + self.checked.names_in("transformed_parameters")
+                     + self.checked.names_in("generated_quantities"))  # fmt: skip
+            rows.append({n: self._with_sample_axis(env[n], self.checked.symbols[n].stype, 1) for n in names})
+        return {n: np.concatenate([r[n] for r in rows]) for n in rows[0]}
+
+    @staticmethod
+    def _materialise(env):
+        return {k: (v.materialise() if isinstance(v, ElementList) else v) for k, v in env.items()}
+
+    @staticmethod
+    def _with_sample_axis(value, stype: SType, S: int) -> np.ndarray:
+        arr = np.asarray(getattr(value, "_value", value))
+        b = arr.ndim - stype.ndim
+        if b == 0:
+            arr = arr[None]
+        elif b > 1:
+            arr = arr.reshape((arr.shape[0],) + arr.shape[b:]) if all(
+                s == 1 for s in arr.shape[1:b]) else arr  # fmt: skip
+        return np.broadcast_to(arr, (S,) + arr.shape[1:]).copy()
+
+    def random_init(self, rng: np.random.Generator, radius: float = 2.0) -> np.ndarray:
+        """Stan's default initialisation: uniform(-2, 2) on the unconstrained scale."""
+        return rng.uniform(-radius, radius, size=self.dim)
+
+
+def compile_model(checked: CheckedProgram, data: dict[str, np.ndarray], seed: int = 0) -> CompiledModel:
+    try:
+        return CompiledModel(checked, data, seed)
+    except DataError:
+        raise

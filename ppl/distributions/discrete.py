@@ -1,0 +1,286 @@
+"""Discrete distributions, with Stan's parameterisations.
+
+Values are data (never differentiated); parameters may carry autograd gradients. Values that are
+not whole numbers or lie outside the support get ``-inf``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import autograd.numpy as np
+import numpy as onp
+from autograd.scipy.special import betaln, expit, gammaln, logsumexp
+
+from .base import (
+    Distribution,
+    batch_shape,
+    is_int,
+    raw,
+    safe,
+    where,
+    where_support,
+    xlog1py,
+    xlogy,
+)
+
+
+def _int_draw(size: Any, params: tuple[Any, ...], fn: Any) -> Any:
+    """Run ``fn(shape, *plain_params)``; a 0-d result comes back as a Python int."""
+    plain = [raw(p) for p in params]
+    shape = batch_shape(size, *(p.shape for p in plain))
+    out = onp.asarray(fn(shape, *plain)).astype(onp.int64)
+    return int(out) if out.ndim == 0 else out
+
+
+def _log_choose(n: Any, k: Any) -> Any:
+    """log of the binomial coefficient n choose k, for 0 <= k <= n."""
+    return gammaln(n + 1.0) - gammaln(k + 1.0) - gammaln(n - k + 1.0)
+
+
+def _binomial_support(n: Any, N: Any) -> tuple[Any, Any]:
+    """(mask of valid counts, counts with invalid entries replaced by 0)."""
+    n_raw = raw(n)
+    ok = is_int(n_raw) & (n_raw >= 0) & (n_raw <= raw(N))
+    return ok, safe(ok, n_raw, 0)
+
+
+def _count_support(n: Any) -> tuple[Any, Any]:
+    """(mask of valid non-negative counts, counts with invalid entries replaced by 0)."""
+    n_raw = raw(n)
+    ok = is_int(n_raw) & (n_raw >= 0)
+    return ok, safe(ok, n_raw, 0)
+
+
+class Bernoulli(Distribution):
+    """bernoulli(theta): theta = Pr[y = 1]."""
+
+    name = "bernoulli"
+    params = ("theta",)
+    param_ndims = (0,)
+    discrete = True
+    support = "binary"
+
+    def _log_prob(self, y: Any, theta: Any) -> Any:
+        y = raw(y)
+        ok = (y == 0) | (y == 1)
+        ys = safe(ok, y, 0)
+        return where_support(ok, xlogy(ys, theta) + xlog1py(1 - ys, -theta))
+
+    def sample(self, rng: onp.random.Generator, theta: Any, size: Any = None) -> Any:
+        return _int_draw(size, (theta,), lambda s, t: rng.binomial(1, t, size=s))
+
+
+class BernoulliLogit(Distribution):
+    """bernoulli_logit(alpha): theta = inv_logit(alpha), computed as log-sigmoid for stability."""
+
+    name = "bernoulli_logit"
+    params = ("alpha",)
+    param_ndims = (0,)
+    discrete = True
+    support = "binary"
+
+    def _log_prob(self, y: Any, alpha: Any) -> Any:
+        y = raw(y)
+        ok = (y == 0) | (y == 1)
+        sign = safe(ok, 2.0 * y - 1.0, 1.0)
+        return where_support(ok, -np.logaddexp(0.0, -sign * alpha))
+
+    def sample(self, rng: onp.random.Generator, alpha: Any, size: Any = None) -> Any:
+        return _int_draw(size, (alpha,), lambda s, a: rng.binomial(1, expit(a), size=s))
+
+
+class Binomial(Distribution):
+    """binomial(N, theta): successes in N trials."""
+
+    name = "binomial"
+    params = ("N", "theta")
+    param_ndims = (0, 0)
+    discrete = True
+    support = "int_range"
+
+    def _log_prob(self, n: Any, N: Any, theta: Any) -> Any:
+        ok, ns = _binomial_support(n, N)
+        lp = _log_choose(N, ns) + xlogy(ns, theta) + xlog1py(N - ns, -theta)
+        return where_support(ok, lp)
+
+    def sample(self, rng: onp.random.Generator, N: Any, theta: Any, size: Any = None) -> Any:
+        return _int_draw(size, (N, theta), lambda s, n, t: rng.binomial(n, t, size=s))
+
+
+class BinomialLogit(Distribution):
+    """binomial_logit(N, alpha): binomial with theta = inv_logit(alpha), in log-sigmoid form."""
+
+    name = "binomial_logit"
+    params = ("N", "alpha")
+    param_ndims = (0, 0)
+    discrete = True
+    support = "int_range"
+
+    def _log_prob(self, n: Any, N: Any, alpha: Any) -> Any:
+        ok, ns = _binomial_support(n, N)
+        log_p = -np.logaddexp(0.0, -alpha)
+        log_q = -np.logaddexp(0.0, alpha)
+        lp = _log_choose(N, ns) + ns * log_p + (N - ns) * log_q
+        return where_support(ok, lp)
+
+    def sample(self, rng: onp.random.Generator, N: Any, alpha: Any, size: Any = None) -> Any:
+        return _int_draw(size, (N, alpha), lambda s, n, a: rng.binomial(n, expit(a), size=s))
+
+
+class BetaBinomial(Distribution):
+    """beta_binomial(N, alpha, beta): binomial whose theta ~ beta(alpha, beta)."""
+
+    name = "beta_binomial"
+    params = ("N", "alpha", "beta")
+    param_ndims = (0, 0, 0)
+    discrete = True
+    support = "int_range"
+
+    def _log_prob(self, n: Any, N: Any, alpha: Any, beta: Any) -> Any:
+        ok, ns = _binomial_support(n, N)
+        lp = _log_choose(N, ns) + betaln(ns + alpha, N - ns + beta) - betaln(alpha, beta)
+        return where_support(ok, lp)
+
+    def sample(
+        self, rng: onp.random.Generator, N: Any, alpha: Any, beta: Any, size: Any = None
+    ) -> Any:
+        return _int_draw(
+            size,
+            (N, alpha, beta),
+            lambda s, n, a, b: rng.binomial(n, rng.beta(a, b, size=s)),
+        )
+
+
+class Poisson(Distribution):
+    """poisson(lambda): rate."""
+
+    name = "poisson"
+    params = ("lambda",)
+    param_ndims = (0,)
+    discrete = True
+    support = "nonnegative_int"
+
+    def _log_prob(self, n: Any, lam: Any) -> Any:
+        ok, ns = _count_support(n)
+        return where_support(ok, xlogy(ns, lam) - lam - gammaln(ns + 1.0))
+
+    def sample(self, rng: onp.random.Generator, lam: Any, size: Any = None) -> Any:
+        return _int_draw(size, (lam,), lambda s, lm: rng.poisson(lm, size=s))
+
+
+class PoissonLog(Distribution):
+    """poisson_log(alpha): poisson with log rate alpha (exp only where the formula needs it)."""
+
+    name = "poisson_log"
+    params = ("alpha",)
+    param_ndims = (0,)
+    discrete = True
+    support = "nonnegative_int"
+
+    def _log_prob(self, n: Any, alpha: Any) -> Any:
+        ok, ns = _count_support(n)
+        # n * alpha with 0 * (-inf) = 0, so that alpha = -inf (rate 0) gives log p(0) = 0.
+        n_alpha = ns * where(ns == 0, 0.0, alpha)
+        return where_support(ok, n_alpha - np.exp(alpha) - gammaln(ns + 1.0))
+
+    def sample(self, rng: onp.random.Generator, alpha: Any, size: Any = None) -> Any:
+        return _int_draw(size, (alpha,), lambda s, a: rng.poisson(onp.exp(a), size=s))
+
+
+class NegBinomial2(Distribution):
+    """neg_binomial_2(mu, phi): mean mu, precision phi, variance mu + mu^2 / phi."""
+
+    name = "neg_binomial_2"
+    params = ("mu", "phi")
+    param_ndims = (0, 0)
+    discrete = True
+    support = "nonnegative_int"
+
+    def _log_prob(self, n: Any, mu: Any, phi: Any) -> Any:
+        ok, ns = _count_support(n)
+        lp = (
+            gammaln(ns + phi)
+            - gammaln(ns + 1.0)
+            - gammaln(phi)
+            + xlogy(ns, mu)
+            - ns * np.log(mu + phi)
+            - phi * np.log1p(mu / phi)
+        )
+        return where_support(ok, lp)
+
+    def sample(self, rng: onp.random.Generator, mu: Any, phi: Any, size: Any = None) -> Any:
+        # Gamma-Poisson mixture: exact for any real phi > 0.
+        return _int_draw(size, (mu, phi), lambda s, m, p: rng.poisson(rng.gamma(p, m / p, size=s)))
+
+
+def _one_hot(y: Any, K: int) -> tuple[Any, Any]:
+    """(one-hot mask of the 1-based category over a new last axis, mask of valid y)."""
+    y = raw(y)
+    hot = y[..., None] == onp.arange(1, K + 1)
+    return hot, hot.any(axis=-1)
+
+
+def _categorical_draw(rng: onp.random.Generator, theta: onp.ndarray, size: Any) -> Any:
+    """Inverse-CDF draws (1-based) from the simplexes on theta's last axis."""
+    shape = batch_shape(size, theta.shape[:-1])
+    K = theta.shape[-1]
+    cdf = onp.cumsum(onp.broadcast_to(theta, shape + (K,)), axis=-1)
+    cdf = cdf / cdf[..., -1:]
+    u = rng.uniform(size=shape + (1,))
+    out = 1 + onp.sum(cdf[..., :-1] < u, axis=-1)
+    return int(out) if out.ndim == 0 else out.astype(onp.int64)
+
+
+class Categorical(Distribution):
+    """categorical(theta): y in 1..K with Pr[y = k] = theta[k]; theta a simplex (last axis)."""
+
+    name = "categorical"
+    params = ("theta",)
+    param_ndims = (1,)
+    discrete = True
+    support = "int_range"
+
+    def _log_prob(self, y: Any, theta: Any) -> Any:
+        hot, ok = _one_hot(y, np.shape(theta)[-1])
+        # Pick log theta[y] by a masked sum (autograd cannot differentiate take_along_axis);
+        # unpicked entries become 1 before the log so a zero theta[k] cannot poison gradients.
+        picked = np.sum(where(hot, np.log(where(hot, theta, 1.0)), 0.0), axis=-1)
+        return where_support(ok, picked)
+
+    def sample(self, rng: onp.random.Generator, theta: Any, size: Any = None) -> Any:
+        return _categorical_draw(rng, raw(theta), size)
+
+
+class CategoricalLogit(Distribution):
+    """categorical_logit(beta): categorical with theta = softmax(beta)."""
+
+    name = "categorical_logit"
+    params = ("beta",)
+    param_ndims = (1,)
+    discrete = True
+    support = "int_range"
+
+    def _log_prob(self, y: Any, beta: Any) -> Any:
+        hot, ok = _one_hot(y, np.shape(beta)[-1])
+        picked = np.sum(where(hot, beta, 0.0), axis=-1)
+        return where_support(ok, picked - logsumexp(beta, axis=-1))
+
+    def sample(self, rng: onp.random.Generator, beta: Any, size: Any = None) -> Any:
+        b = raw(beta)
+        theta = onp.exp(b - b.max(axis=-1, keepdims=True))
+        return _categorical_draw(rng, theta, size)
+
+
+DISCRETE: tuple[Distribution, ...] = (
+    Bernoulli(),
+    BernoulliLogit(),
+    Binomial(),
+    BinomialLogit(),
+    BetaBinomial(),
+    Poisson(),
+    PoissonLog(),
+    NegBinomial2(),
+    Categorical(),
+    CategoricalLogit(),
+)

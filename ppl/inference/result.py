@@ -1,0 +1,62 @@
+"""The fitted Gaussian approximation in the unconstrained space, shared by Gaussian VI backends."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.linalg import solve_triangular
+
+
+@dataclass
+class VIResult:
+    """Gaussian q(zeta) = N(mean, scale_tril scale_tril^T) plus everything needed to judge the fit.
+
+    The ELBO trace, warnings and counters are kept on the result (not only logged) because users of
+    Stan/PyMC repeatedly ask to "inspect the ELBO" after the fact (pymc#2031, stan#3207).
+    """
+
+    method: str  # "meanfield" | "fullrank"
+    mean: np.ndarray  # (D,)
+    scale_tril: np.ndarray  # (D, D) lower triangular; diagonal for meanfield
+    elbo_trace: list[tuple[int, float]]  # (iteration, ELBO) every eval_elbo iterations, from 0
+    elbo: float  # ELBO of the returned (mean, scale_tril), from elbo_samples draws
+    iterations: int  # main-loop iterations (excludes step-size adaptation)
+    grad_evals: int  # log-joint gradient evaluations, S per vectorised call, adaptation included
+    converged: bool
+    eta: float  # base step size, chosen by adaptation or given (Stan's "eta")
+    seconds: float
+    warnings: list[str] = field(default_factory=list)
+    # eta after back-offs (the ELBO fell) and NaN-recovery halvings
+    eta_final: float = float("nan")
+    grad_samples: int = 1  # S, Monte Carlo draws per gradient
+    adapt_iterations: int = 0  # gradient iterations spent in step-size adaptation (0 if eta given)
+    eta_trials: list[tuple[float, float]] = field(default_factory=list)  # (eta, ELBO) tried
+    averaged: bool = False  # True if mean/scale are the average of the last window of iterates
+    lp_evals: int = 0  # log-joint evaluations without gradient (ELBO estimates), per draw
+    dropped_draws: int = 0  # draws whose log-joint or gradient was non-finite and were dropped
+
+    @property
+    def dim(self) -> int:
+        return int(self.mean.shape[0])
+
+    @property
+    def sd(self) -> np.ndarray:
+        """Marginal standard deviations of q in the unconstrained space."""
+        return np.sqrt(np.sum(self.scale_tril**2, axis=1))
+
+    @property
+    def cov(self) -> np.ndarray:
+        return self.scale_tril @ self.scale_tril.T
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """(n, D) independent draws from q."""
+        eps = rng.standard_normal((n, self.dim))
+        return self.mean + eps @ self.scale_tril.T
+
+    def log_density(self, zeta: np.ndarray) -> np.ndarray:
+        """log q(zeta) for zeta of shape (n, D); needed for importance weights / PSIS."""
+        zeta = np.atleast_2d(zeta)
+        z = solve_triangular(self.scale_tril, (zeta - self.mean).T, lower=True).T
+        logdet = np.sum(np.log(np.abs(np.diag(self.scale_tril))))
+        return -0.5 * np.sum(z**2, axis=1) - logdet - 0.5 * self.dim * np.log(2 * np.pi)

@@ -1,0 +1,61 @@
+"""Output files, each written whole or not at all (temporary file, then an atomic rename)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from ppl.errors import PplError
+from ppl.summary import SUMMARY_HEADER, flatten_draws, summarise
+
+
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _csv_text(header: list[str], rows) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+    for row in rows:
+        w.writerow([repr(float(v)) if isinstance(v, float | np.floating) else v for v in row])
+    return buf.getvalue()
+
+
+def write_outputs(directory: str, result, fit_info: dict) -> list[Path]:
+    """summary.csv, draws.csv, fit.json and elbo.csv under `directory`."""
+    out = Path(directory)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise PplError(f"cannot create the output directory {directory}: {e}") from None
+    names, matrix = flatten_draws(result.draws)
+    files = {
+        "summary.csv": _csv_text(SUMMARY_HEADER, summarise(result.draws)),
+        "draws.csv": _csv_text(names, matrix.tolist()),
+        "fit.json": json.dumps(fit_info, indent=2, default=float) + "\n",
+        "elbo.csv": _csv_text(["iteration", "elbo"], result.vi.elbo_trace),
+    }
+    written = []
+    try:
+        for name, text in files.items():
+            write_atomic(out / name, text)
+            written.append(out / name)
+    except OSError as e:
+        raise PplError(f"cannot write {out}: {e}") from None
+    return written

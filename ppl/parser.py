@@ -1,0 +1,335 @@
+"""Model text -> AST, with syntax errors that point at the offending character."""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from pathlib import Path
+
+import lark
+from lark import Lark, Transformer, v_args
+
+from ppl import ast
+from ppl.errors import ModelSyntaxError
+
+_GRAMMAR_FILE = "stan.lark"
+
+# Readable names for the terminals Lark reports in "expected ..." lists.
+_TERMINAL_NAMES = {
+    "NAME": "a name",
+    "NUMBER": "a number",
+    "STRING": "a string",
+    "$END": "end of file",
+}
+
+
+def _grammar_text() -> str:
+    try:
+        return resources.files("ppl.grammars").joinpath(_GRAMMAR_FILE).read_text()
+    except (ModuleNotFoundError, FileNotFoundError):
+        # running from a source tree that is not installed
+        return (Path(__file__).resolve().parent.parent / "grammars" / _GRAMMAR_FILE).read_text()
+
+
+@functools.lru_cache(maxsize=1)
+def _lark() -> Lark:
+    return Lark(_grammar_text(), parser="lalr", propagate_positions=True, maybe_placeholders=True)
+
+
+def _pos(meta) -> ast.Pos:
+    return ast.Pos(getattr(meta, "line", 0), getattr(meta, "column", 0))
+
+
+def _tok_pos(tok) -> ast.Pos:
+    return ast.Pos(tok.line, tok.column)
+
+
+_BINOPS = {
+    "add": "+", "sub": "-", "mul": "*", "div": "/", "intdiv": "%/%", "mod": "%",
+    "elt_mul": ".*", "elt_div": "./", "pow": "^", "elt_pow": ".^", "eq": "==", "ne": "!=",
+    "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "and_op": "&&", "or_op": "||",
+}  # fmt: skip
+
+
+@v_args(meta=True)
+class _Builder(Transformer):
+    """Turns Lark's parse tree into `ppl.ast` nodes."""
+
+    def __init__(self, filename: str, source: str):
+        super().__init__()
+        self.filename = filename
+        self.source = source
+
+    # ---- program and blocks
+    def start(self, meta, blocks):
+        prog = ast.Program(self.filename, self.source)
+        for name, body in blocks:
+            setattr(prog, name, body)
+        return prog
+
+    def data_block(self, meta, c):
+        return "data", list(c)
+
+    def tdata_block(self, meta, c):
+        return "transformed_data", list(c)
+
+    def params_block(self, meta, c):
+        return "parameters", list(c)
+
+    def tparams_block(self, meta, c):
+        return "transformed_parameters", list(c)
+
+    def model_block(self, meta, c):
+        return "model", list(c)
+
+    def gq_block(self, meta, c):
+        return "generated_quantities", list(c)
+
+    # ---- declarations
+    def var_decl(self, meta, c):
+        array_prefix, spec, name, old_dims, init = c
+        if array_prefix is not None:
+            spec.array_sizes = array_prefix
+        if old_dims is not None:
+            spec.array_sizes = spec.array_sizes + old_dims
+        return ast.Decl(_tok_pos(name), str(name), spec, init)
+
+    def array_prefix(self, meta, c):
+        return c[0]
+
+    def old_dims(self, meta, c):
+        return c[0]
+
+    def expr_list(self, meta, c):
+        return list(c)
+
+    def _typed(self, kind, bounds, sizes):
+        return ast.TypeSpec(kind, [s for s in sizes if s is not None], [], bounds or {})
+
+    def int_type(self, meta, c):
+        return self._typed("int", c[1], [])
+
+    def real_type(self, meta, c):
+        return self._typed("real", c[1], [])
+
+    def vector_type(self, meta, c):
+        return self._typed("vector", c[1], [c[2]])
+
+    def row_vector_type(self, meta, c):
+        return self._typed("row_vector", c[1], [c[2]])
+
+    def matrix_type(self, meta, c):
+        return self._typed("matrix", c[1], [c[2], c[3]])
+
+    def constrained_vector_type(self, meta, c):
+        return self._typed(str(c[0]), None, [c[1]])
+
+    def constrained_matrix_type(self, meta, c):
+        return self._typed(str(c[0]), None, c[1:])
+
+    def bounds(self, meta, c):
+        return dict(c)
+
+    def bound(self, meta, c):
+        return str(c[0]), c[1]
+
+    # ---- statements
+    def assign(self, meta, c):
+        return ast.Assign(_pos(meta), c[0], "=", c[1])
+
+    def plus_assign(self, meta, c):
+        return ast.Assign(_pos(meta), c[0], "+=", c[1])
+
+    def compound_assign(self, meta, c):
+        return ast.Assign(_pos(meta), c[0], str(c[1]), c[2])
+
+    def tilde(self, meta, c):
+        lhs, dist, args, trunc = c
+        return ast.Tilde(_pos(meta), lhs, str(dist), args or [], trunc)
+
+    def truncation(self, meta, c):
+        return c[0], c[1]
+
+    def target_inc(self, meta, c):
+        return ast.TargetInc(_pos(meta), c[0])
+
+    def for_range(self, meta, c):
+        return ast.For(_pos(meta), str(c[0]), c[1], c[2], c[3])
+
+    def for_each(self, meta, c):
+        return ast.ForEach(_pos(meta), str(c[0]), c[1], c[2])
+
+    def while_stmt(self, meta, c):
+        return ast.While(_pos(meta), c[0], c[1])
+
+    def if_stmt(self, meta, c):
+        return ast.If(_pos(meta), c[0], c[1], c[2])
+
+    def block(self, meta, c):
+        return ast.Block(_pos(meta), list(c))
+
+    def print_stmt(self, meta, c):
+        return ast.Print(_pos(meta), c[0])
+
+    def reject_stmt(self, meta, c):
+        return ast.Reject(_pos(meta), c[0])
+
+    def print_args(self, meta, c):
+        return [ast.Str(_tok_pos(a), str(a)[1:-1]) if isinstance(a, lark.Token) else a for a in c]
+
+    def break_stmt(self, meta, c):
+        return ast.Break(_pos(meta))
+
+    def continue_stmt(self, meta, c):
+        return ast.Continue(_pos(meta))
+
+    def call_stmt(self, meta, c):
+        call = ast.Call(_tok_pos(c[0]), str(c[0]), c[1] or [])
+        return ast.CallStmt(_pos(meta), call)
+
+    def empty_stmt(self, meta, c):
+        return ast.Block(_pos(meta), [])
+
+    # ---- expressions
+    def number(self, meta, c):
+        text = str(c[0])
+        value = float(text) if any(ch in text for ch in ".eE") else int(text)
+        return ast.Num(_tok_pos(c[0]), value)
+
+    def name(self, meta, c):
+        return ast.Var(_tok_pos(c[0]), str(c[0]))
+
+    def call(self, meta, c):
+        return ast.Call(_tok_pos(c[0]), str(c[0]), c[1] or [])
+
+    def cond_call(self, meta, c):
+        return ast.Call(_tok_pos(c[0]), str(c[0]), [c[1]] + (c[2] or []), conditional=True)
+
+    def ternary(self, meta, c):
+        return ast.Ternary(_pos(meta), c[0], c[1], c[2])
+
+    def neg(self, meta, c):
+        if isinstance(c[0], ast.Num):
+            return ast.Num(_pos(meta), -c[0].value)
+        return ast.UnOp(_pos(meta), "neg", c[0])
+
+    def not_op(self, meta, c):
+        return ast.UnOp(_pos(meta), "not", c[0])
+
+    def transpose(self, meta, c):
+        return ast.UnOp(_pos(meta), "transpose", c[0])
+
+    def index(self, meta, c):
+        return ast.Index(_pos(meta), c[0], c[1])
+
+    def indexes(self, meta, c):
+        return list(c)
+
+    def idx_single(self, meta, c):
+        return ast.IndexItem("single", c[0])
+
+    def idx_range(self, meta, c):
+        return ast.IndexItem("range", c[0], c[1])
+
+    def idx_from(self, meta, c):
+        return ast.IndexItem("from", c[0])
+
+    def idx_to(self, meta, c):
+        return ast.IndexItem("to", None, c[0])
+
+    def idx_all(self, meta, c):
+        return ast.IndexItem("all")
+
+    def array_expr(self, meta, c):
+        return ast.ArrayExpr(_pos(meta), c[0])
+
+    def row_vector_expr(self, meta, c):
+        return ast.RowVectorExpr(_pos(meta), c[0])
+
+
+def _binop_method(op_name: str, symbol: str):
+    def method(self, meta, c):
+        return ast.BinOp(_pos(meta), symbol, c[0], c[1])
+
+    method.__name__ = op_name
+    return v_args(meta=True)(method)
+
+
+for _name, _symbol in _BINOPS.items():
+    setattr(_Builder, _name, _binop_method(_name, _symbol))
+
+
+def _describe_expected(expected: set[str]) -> str:
+    parser = _lark()
+    names = []
+    for term in sorted(expected):
+        if term in _TERMINAL_NAMES:
+            names.append(_TERMINAL_NAMES[term])
+            continue
+        try:
+            pattern = parser.get_terminal(term).pattern
+        except KeyError:
+            names.append(term)
+            continue
+        if isinstance(pattern, lark.lexer.PatternStr):
+            names.append(f"'{pattern.value}'")
+        else:
+            names.append(term.lower())
+    names = sorted(set(names))
+    if len(names) > 12:
+        names = names[:12] + ["..."]
+    return ", ".join(names)
+
+
+def format_location(filename: str, source: str, line: int, col: int, message: str) -> str:
+    """`file:line:col: message`, the source line and a caret under the column."""
+    lines = source.splitlines()
+    text = lines[line - 1] if 0 < line <= len(lines) else ""
+    caret = " " * (max(col, 1) - 1) + "^"
+    return f"{filename}:{line}:{col}: {message}\n    {text}\n    {caret}"
+
+
+def parse(source: str, filename: str = "<model>") -> ast.Program:
+    """Parse model text; raises ModelSyntaxError with file:line:col, the line and a caret."""
+    try:
+        tree = _lark().parse(source)
+    except lark.exceptions.UnexpectedCharacters as e:
+        char = source[e.pos_in_stream] if e.pos_in_stream < len(source) else "end of file"
+        msg = f"syntax error: unexpected character {char!r}"
+        if e.allowed:
+            msg += f"; expected {_describe_expected(set(e.allowed))}"
+        raise ModelSyntaxError(format_location(filename, source, e.line, e.column, msg)) from None
+    except lark.exceptions.UnexpectedToken as e:
+        tok = e.token
+        if tok.type == "$END":
+            lines = source.splitlines() or [""]
+            line, col, what = len(lines), len(lines[-1]) + 1, "end of file"
+        else:
+            line, col, what = tok.line, tok.column, repr(str(tok))
+        msg = f"syntax error: unexpected {what}; expected {_describe_expected(set(e.expected))}"
+        if "model" in what and tok.type != "$END":
+            msg += " (blocks must come in Stan's order and 'model' is required)"
+        raise ModelSyntaxError(format_location(filename, source, line, col, msg)) from None
+    except lark.exceptions.UnexpectedEOF as e:
+        lines = source.splitlines() or [""]
+        msg = f"syntax error: unexpected end of file; expected {_describe_expected(set(e.expected))}"
+        raise ModelSyntaxError(
+            format_location(filename, source, len(lines), len(lines[-1]) + 1, msg)
+        ) from None
+    try:
+        return _Builder(filename, source).transform(tree)
+    except lark.exceptions.VisitError as e:
+        if isinstance(e.orig_exc, ModelSyntaxError):
+            raise e.orig_exc from None
+        raise
+
+
+def parse_file(path: str) -> ast.Program:
+    """Read and parse a `.model` or `.stan` file."""
+    try:
+        source = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ModelSyntaxError(f"{path}: model file not found") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ModelSyntaxError(f"{path}: cannot read the model file ({e})") from None
+    return parse(source, path)

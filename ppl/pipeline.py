@@ -1,0 +1,148 @@
+"""The stages wired together: model file -> checked program -> data -> compiled model -> fit."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ppl import ast
+from ppl.checker import CheckedProgram, check, decl_type
+from ppl.compiler import CompiledModel
+from ppl.data import DataSpec, load_data
+from ppl.errors import FitError, ModelError
+from ppl.evaluator import Evaluator
+from ppl.inference.advi import fit_advi
+from ppl.inference.refine import polish
+from ppl.inference.result import VIResult
+from ppl.parser import parse_file
+
+METHODS = {"advi": "meanfield", "meanfield": "meanfield", "fullrank": "fullrank"}
+
+
+def load_model(path: str) -> CheckedProgram:
+    return check(parse_file(path))
+
+
+def _dim(e: ast.Expr, program: ast.Program, data_names: set[str]):
+    if isinstance(e, ast.Num) and isinstance(e.value, int):
+        return e.value
+    if isinstance(e, ast.Var) and e.name in data_names:
+        return e.name
+
+    def evaluate(values: dict) -> int:
+        v = Evaluator(program, dict(values)).expr(e)
+        return int(np.asarray(v).reshape(()))
+
+    return evaluate
+
+
+def _bound(e: ast.Expr | None, program: ast.Program):
+    if e is None:
+        return None
+    if isinstance(e, ast.Num):
+        return float(e.value)
+
+    def evaluate(values: dict):
+        return np.asarray(Evaluator(program, dict(values)).expr(e), dtype=float)
+
+    return evaluate
+
+
+def data_specs(checked: CheckedProgram) -> list[DataSpec]:
+    program = checked.program
+    lines = program.source.splitlines()
+    specs = []
+    names: set[str] = set()
+    for d in program.data:
+        spec = d.spec
+        t = decl_type(spec)
+        sizes = list(spec.sizes)
+        if spec.kind in ("cov_matrix", "corr_matrix", "cholesky_factor_corr") or (
+            spec.kind == "cholesky_factor_cov" and len(sizes) == 1
+        ):
+            sizes = sizes * 2
+        dims = [_dim(e, program, names) for e in spec.array_sizes + sizes]
+        text = lines[d.pos.line - 1].strip() if 0 < d.pos.line <= len(lines) else ""
+        specs.append(DataSpec(d.name, t.base, dims, _bound(spec.bounds.get("lower"), program),
+                              _bound(spec.bounds.get("upper"), program), d.pos.line, text))  # fmt: skip
+        names.add(d.name)
+    return specs
+
+
+def read_data(checked: CheckedProgram, paths: list[str], sets: dict[str, str] | None = None):
+    return load_data(data_specs(checked), list(paths), sets or {})
+
+
+def build(model_path: str, data_paths: list[str], sets: dict[str, str] | None = None,
+          seed: int = 0) -> CompiledModel:  # fmt: skip
+    checked = load_model(model_path)
+    data = read_data(checked, data_paths, sets)
+    return CompiledModel(checked, data, seed)
+
+
+@dataclass
+class FitResult:
+    model: CompiledModel
+    method: str
+    vi: VIResult
+    draws: dict[str, np.ndarray]  # name -> (n_draws, *shape) constrained values
+    seed: int
+    seconds: float
+    families: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    refinement: dict | None = None
+
+
+def family_of(latent, method: str) -> str:
+    gauss = "full-rank Gaussian" if method == "fullrank" else "mean-field Gaussian"
+    if latent.kind == "identity":
+        return gauss
+    return f"{gauss} on the unconstrained scale ({latent.kind} transform, support {latent.support})"
+
+
+def fit(model: CompiledModel, method: str = "advi", *, iterations: int = 10000, seed: int = 0,
+        draws: int = 1000, tol_rel_obj: float = 0.01, eta: float | None = None,
+        grad_samples: int | None = None, elbo_samples: int = 100, refine_draws: int = 64,
+        progress: Callable[[int, float | None], None] | None = None) -> FitResult:  # fmt: skip
+    """Fit the model's latents with the chosen method; return constrained posterior draws."""
+    if method not in METHODS:
+        raise ModelError(f"unknown method '{method}'; choose one of {', '.join(METHODS)}")
+    vi_method = METHODS[method]
+    binary = [lat.name for lat in model.latents if lat.binary]
+    if binary:
+        raise ModelError(
+            f"parameter(s) {', '.join(binary)} are binary (int<lower=0, upper=1>); method '{method}' "
+            "needs continuous latents. Binary latents need the score-function estimator "
+            "(--method bbvi), which is not available in this version."
+        )
+    if model.dim == 0:
+        raise ModelError("the model has no parameters to fit")
+    start = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    init = model.random_init(rng)
+    kwargs = {} if grad_samples is None else {"grad_samples": grad_samples}
+    vi = fit_advi(model.log_joint, model.dim, method=vi_method, max_iter=iterations,
+                  tol_rel_obj=tol_rel_obj, eta=eta, elbo_samples=elbo_samples, init=init,
+                  seed=int(rng.integers(2**31)), progress=progress, **kwargs)  # fmt: skip
+    refine_info = None
+    if refine_draws > 0:
+        vi, refine_info = polish(model.log_joint, vi, init, draws=refine_draws,
+                                 seed=int(rng.integers(2**31)))  # fmt: skip
+    zeta = vi.sample(rng, draws)
+    values = model.constrained_draws(zeta, rng)
+    for name, arr in values.items():
+        if np.issubdtype(arr.dtype, np.floating) and not np.all(np.isfinite(arr)):
+            bad = int(np.sum(~np.isfinite(arr).reshape(arr.shape[0], -1).all(axis=1)))
+            vi.warnings.append(f"{bad} of {draws} draws of '{name}' are not finite")
+    seconds = time.perf_counter() - start
+    families = {lat.name: family_of(lat, vi_method) for lat in model.latents}
+    return FitResult(model, vi_method, vi, values, seed, seconds, families, list(vi.warnings),
+                     refine_info)  # fmt: skip
+
+
+def check_finite_result(result: FitResult) -> None:
+    if not np.isfinite(result.vi.elbo):
+        raise FitError("the final ELBO is not finite; the fit cannot be trusted")

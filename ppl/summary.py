@@ -1,0 +1,57 @@
+"""Posterior summaries with Stan-style scalar names (`beta[1]`, `W[2,3]`, 1-based)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+SUMMARY_HEADER = ["parameter", "mean", "sd", "q5", "q50", "q95"]
+
+
+def scalar_names(name: str, shape: tuple[int, ...]) -> list[str]:
+    """Element names in Stan's output order (first index fastest, i.e. column-major)."""
+    if not shape:
+        return [name]
+    ranges = [range(1, n + 1) for n in shape]
+    combos = itertools.product(*reversed(ranges))
+    return [f"{name}[{','.join(str(i) for i in reversed(c))}]" for c in combos]
+
+
+def flatten_draws(draws: dict[str, np.ndarray]) -> tuple[list[str], np.ndarray]:
+    """(names, matrix of shape (n_draws, n_scalars)) in declaration then Stan element order."""
+    names, columns = [], []
+    for name, arr in draws.items():
+        arr = np.asarray(arr)
+        n = arr.shape[0]
+        shape = arr.shape[1:]
+        names.extend(scalar_names(name, shape))
+        # column-major within each draw, as Stan writes its output
+        axes = (0,) + tuple(reversed(range(1, arr.ndim)))
+        columns.append(np.transpose(arr, axes).reshape(n, -1))
+    if not columns:
+        return [], np.zeros((0, 0))
+    return names, np.concatenate([c.astype(float) for c in columns], axis=1)
+
+
+def summarise(draws: dict[str, np.ndarray]) -> list[tuple[str, float, float, float, float, float]]:
+    names, matrix = flatten_draws(draws)
+    if not names:
+        return []
+    mean = matrix.mean(axis=0)
+    sd = matrix.std(axis=0, ddof=1) if matrix.shape[0] > 1 else np.zeros(len(names))
+    q5, q50, q95 = np.quantile(matrix, [0.05, 0.5, 0.95], axis=0)
+    return [(n, *map(float, row)) for n, row in zip(names, zip(mean, sd, q5, q50, q95, strict=True),
+                                                    strict=True)]
+
+
+def format_table(rows, max_rows: int = 60) -> str:
+    """A fixed-width table for the terminal; long tables are cut with a note."""
+    header = f"{'parameter':<24}{'mean':>12}{'sd':>12}{'q5':>12}{'q50':>12}{'q95':>12}"
+    lines = [header, "-" * len(header)]
+    for row in rows[:max_rows]:
+        name = row[0] if len(row[0]) <= 23 else row[0][:22] + "…"
+        lines.append(f"{name:<24}" + "".join(f"{v:>12.4g}" for v in row[1:]))
+    if len(rows) > max_rows:
+        lines.append(f"... {len(rows) - max_rows} more rows (see summary.csv with --output DIR)")
+    return "\n".join(lines)
