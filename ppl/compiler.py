@@ -17,6 +17,7 @@ from ppl import ast
 from ppl.checker import CheckedProgram, decl_type
 from ppl.errors import DataError, FitError, ModelError
 from ppl.evaluator import Devectorise, ElementList, Evaluator, NeedsPerSample, Rejected
+from ppl.parser import format_location
 from ppl.transforms import make_transform
 from ppl.types import SType
 
@@ -63,14 +64,18 @@ def _names(node) -> set[str]:
 
 
 class CompiledModel:
-    def __init__(self, checked: CheckedProgram, data: dict[str, np.ndarray], seed: int = 0):
+    def __init__(self, checked: CheckedProgram, data: dict[str, np.ndarray], seed: int = 0,
+                 vectorise: bool = True):  # fmt: skip
+        """`vectorise=False` runs every `for` loop one index at a time (for testing and debugging)."""
         self.checked = checked
+        self.vectorise = vectorise
         self.program = checked.program
         self.devectorised: set = set()
         self.per_sample = False
         self.data = dict(data)
         rng = np.random.default_rng(seed)
-        ev = Evaluator(self.program, self.data, rng=rng, devectorised=self.devectorised)
+        ev = Evaluator(self.program, self.data, rng=rng, devectorised=self.devectorised,
+                       vectorise=self.vectorise)
         self._run_block(ev, self.program.transformed_data, "transformed data")
         for name in checked.names_in("transformed_data"):
             v = self.data.get(name)
@@ -136,6 +141,7 @@ class CompiledModel:
                 if not (bound_names & param_names):
                     for bname, bexpr in d.spec.bounds.items():
                         bounds[bname] = self._aligned_bound(ev.expr(bexpr), bexpr.type, stype)
+                        self._check_bound_shape(d, bname, bounds[bname], tuple(shape))
                     fixed = make_transform(kind, **bounds) if kind != "identity" else make_transform("identity")
                     t = fixed
                 else:
@@ -149,6 +155,19 @@ class CompiledModel:
             offset += size
             param_names.add(d.name)
         return latents
+
+    def _check_bound_shape(self, d: ast.Decl, bname: str, value, shape: tuple[int, ...]) -> None:
+        """A container bound must have the parameter's own dimensions (scalars broadcast)."""
+        bshape = tuple(np.shape(getattr(value, "_value", value)))
+        try:
+            ok = np.broadcast_shapes(bshape, shape) == shape
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ModelError(format_location(
+                self.program.filename, self.program.source, d.pos.line, d.pos.col,
+                f"the {bname} bound of '{d.name}' has dimensions {list(bshape)} but '{d.name}' "
+                f"has dimensions {list(shape)}"))  # fmt: skip
 
     @staticmethod
     def _aligned_bound(value, btype: SType, ptype: SType):
@@ -174,14 +193,21 @@ class CompiledModel:
                 bounds = {k: self._aligned_bound(ev.expr(e), e.type, lat.stype)
                           for k, e in lat.decl.spec.bounds.items()}  # fmt: skip
                 t = make_transform(lat.kind, check=False, **bounds)
-            x, lj = t.forward(u, len(lat.shape))
+            try:
+                x, lj = t.forward(u, len(lat.shape))
+            except ValueError as e:
+                d = lat.decl
+                raise ModelError(format_location(
+                    self.program.filename, self.program.source, d.pos.line, d.pos.col,
+                    f"cannot apply the bounds of '{lat.name}': {e}")) from None  # fmt: skip
             env[lat.name] = x
             log_jac = log_jac + lj
         return log_jac
 
     def _evaluate(self, zeta, with_model: bool = True, rng=None):
         env = dict(self.data)
-        ev = Evaluator(self.program, env, rng=rng, devectorised=self.devectorised)
+        ev = Evaluator(self.program, env, rng=rng, devectorised=self.devectorised,
+                       vectorise=self.vectorise)
         log_jac = self._constrain(zeta, env, ev)
         ev.run(self.program.transformed_parameters)
         if with_model:
@@ -226,7 +252,8 @@ class CompiledModel:
         for name in self.checked.names_in("parameters") + self.checked.names_in("transformed_parameters"):
             out[name] = self._with_sample_axis(env[name], self.checked.symbols[name].stype, S)
         if self.program.generated_quantities:
-            ev = Evaluator(self.program, env, rng=rng, devectorised=self.devectorised)
+            ev = Evaluator(self.program, env, rng=rng, devectorised=self.devectorised,
+                       vectorise=self.vectorise)
             try:
                 self._run_block(ev, self.program.generated_quantities, "generated quantities")
             except NeedsPerSample:
@@ -273,8 +300,9 @@ class CompiledModel:
         return rng.uniform(-radius, radius, size=self.dim)
 
 
-def compile_model(checked: CheckedProgram, data: dict[str, np.ndarray], seed: int = 0) -> CompiledModel:
+def compile_model(checked: CheckedProgram, data: dict[str, np.ndarray], seed: int = 0,
+                  vectorise: bool = True) -> CompiledModel:  # fmt: skip
     try:
-        return CompiledModel(checked, data, seed)
+        return CompiledModel(checked, data, seed, vectorise)
     except DataError:
         raise

@@ -7,6 +7,7 @@ once with the loop index as an extra batch axis instead of once per iteration.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
 import autograd.numpy as np
@@ -503,6 +504,8 @@ class Evaluator:
             return _int_binop(op, a, b, self, node)
         if op == "*":
             return matmul(a, ta, b, tb)
+        if op in ("/", "%/%", "%") and ta.is_int and tb.is_int and onp.any(onp.asarray(_raw(b)) == 0):
+            raise self.error(node, f"integer {'modulus' if op == '%' else 'division'} by zero")
         if op == "/" and ta.is_int and tb.is_int:
             x, y = align([a, b], [ta.ndim, tb.ndim])
             return np.trunc(x / y).astype(int)
@@ -667,8 +670,13 @@ def _int_binop(op, a, b, ev, node):
         return int(onp.fmod(a, b))
     if op in ("^", ".^"):
         return float(a) ** b
-    return int({"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b,
-                ".*": a * b, "./": a / b}[op])  # fmt: skip
+    if op == "./":
+        if b == 0:
+            raise ev.error(node, "integer division by zero")
+        return a / b
+    # operators evaluated lazily: a dict of every result would compute a / b for `k == 0`
+    return int({"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
+                ">": operator.gt, ">=": operator.ge, ".*": operator.mul}[op](a, b))  # fmt: skip
 
 
 def _type_shape(value, t: SType) -> tuple[int, ...]:

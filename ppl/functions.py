@@ -107,7 +107,8 @@ def _softplus(x):
 
 _UNARY = {
     "exp": np.exp, "log": np.log, "log1p": np.log1p, "expm1": np.expm1, "sqrt": np.sqrt,
-    "cbrt": np.cbrt, "square": np.square, "inv": lambda x: 1.0 / x, "inv_sqrt": lambda x: 1.0 / np.sqrt(x),
+    "cbrt": lambda x: np.sign(x) * np.abs(x) ** (1.0 / 3.0),  # np.cbrt has no VJP
+    "square": np.square, "inv": lambda x: 1.0 / x, "inv_sqrt": lambda x: 1.0 / np.sqrt(x),
     "inv_square": lambda x: 1.0 / np.square(x), "log2": np.log2, "log10": np.log10, "exp2": np.exp2,
     "log1m": lambda x: np.log1p(-x), "inv_logit": sps.expit, "logit": sps.logit,
     "log_inv_logit": lambda x: -_softplus(-x), "log1m_inv_logit": lambda x: -_softplus(x),
@@ -407,12 +408,22 @@ def _cumulative_sum(args, types):
 _register("cumulative_sum", lambda t: t[0], _cumulative_sum, nargs=(1,))
 
 
+def _check_range(what: str, lo: int, hi: int, n: int) -> None:
+    """1-based inclusive range lo..hi must lie within 1..n (an empty range is fine)."""
+    if hi >= lo and (lo < 1 or hi > n):
+        raise SignatureError(f"{what} out of range 1..{n}")
+
+
 def _col(args, types):
-    return args[0][..., :, _int_value(args[1]) - 1]
+    j = _int_value(args[1])
+    _check_range(f"column {j}", j, j, np.shape(args[0])[-1])
+    return args[0][..., :, j - 1]
 
 
 def _row(args, types):
-    return args[0][..., _int_value(args[1]) - 1, :]
+    i = _int_value(args[1])
+    _check_range(f"row {i}", i, i, np.shape(args[0])[-2])
+    return args[0][..., i - 1, :]
 
 
 _register("col", _fixed(VECTOR), _col, nargs=(2,))
@@ -421,17 +432,20 @@ _register("row", _fixed(ROW_VECTOR), _row, nargs=(2,))
 
 def _head(args, types):
     n = _int_value(args[1])
+    _check_range(f"head of length {n}", 1, n, _size([args[0]], [types[0]]))
     return args[0][..., :n] if types[0].adims == 0 else _lead_slice(args[0], types[0], 0, n)
 
 
 def _tail(args, types):
     n = _int_value(args[1])
     size = _size([args[0]], [types[0]])
+    _check_range(f"tail of length {n}", size - n + 1, size, size)
     return _lead_slice(args[0], types[0], size - n, size)
 
 
 def _segment(args, types):
     i, n = _int_value(args[1]), _int_value(args[2])
+    _check_range(f"segment {i}..{i + n - 1}", i, i + n - 1, _size([args[0]], [types[0]]))
     return _lead_slice(args[0], types[0], i - 1, i - 1 + n)
 
 

@@ -2,11 +2,26 @@
 
 Built from the checked program (and, when data is given, the compiled model for concrete shapes).
 `ppl ir` prints it; later algorithms read Markov blankets off it.
+
+Node kinds:
+
+- ``data``: a data-block variable, or a transformed-data variable (block ``transformed_data``);
+- ``latent``: a parameters-block variable, with its support, its constraining transform and the
+  variational family that approximates it;
+- ``deterministic``: a variable computed from others in transformed parameters, model (local
+  variables) or generated quantities;
+- ``factor``: one ``~`` statement or ``target +=`` statement, i.e. one term of the log density.
+
+Edges: ``parents`` are the variables a node's *value* is computed from (including the conditions
+of enclosing ``if``/``while`` statements, and the bounds of a latent); ``sizes`` are the data
+variables that only fix a node's dimensions or the ranges of the loops around it. Sizes do not
+carry probability, so they are left out of Markov blankets.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 
 from ppl import ast
@@ -14,9 +29,17 @@ from ppl.checker import CheckedProgram, decl_type
 
 _BLOCK_LABEL = {
     "data": "data", "transformed_data": "transformed data", "parameters": "parameters",
-    "transformed_parameters": "transformed parameters", "model": "model",
+    "transformed_parameters": "transformed parameters", "model": "model (local)",
     "generated_quantities": "generated quantities",
 }  # fmt: skip
+
+# The supports a node can have (Node.support), as printed by `ppl ir`.
+SUPPORTS = (
+    "real", "positive", "nonnegative", "lower-bounded", "upper-bounded", "interval", "int",
+    "positive int", "nonnegative int", "binary", "simplex", "ordered", "positive_ordered",
+    "unit_vector", "sum_to_zero_vector", "cov_matrix", "corr_matrix", "cholesky_factor_cov",
+    "cholesky_factor_corr",
+)  # fmt: skip
 
 
 @dataclass
@@ -24,20 +47,25 @@ class Node:
     name: str
     kind: str  # "data", "latent", "deterministic", "factor"
     block: str
-    type: str
-    shape: list[int] | None = None
+    type: str  # declared type without the name, "array[J] real<lower=0>"; factors: "~"/"target +="
+    shape: list[int] | None = None  # concrete shape (needs data); [] for a scalar
     support: str = "real"
     parents: list[str] = field(default_factory=list)
-    family: str | None = None
+    family: str | None = None  # latents: variational family; factors: the distribution
     transform: str | None = None
     line: int = 0
-    text: str = ""
+    text: str = ""  # factors: the statement
+    dims: list[str] = field(default_factory=list)  # symbolic shape, e.g. ["N", "K"]
+    bounds: dict[str, str] = field(default_factory=dict)  # e.g. {"lower": "0", "upper": "1 - a"}
+    sizes: list[str] = field(default_factory=list)  # data that only fixes dimensions / loop ranges
+    within: list[str] = field(default_factory=list)  # factors: enclosing loops and conditions
 
 
 @dataclass
 class Graph:
     model: str
     nodes: list[Node]
+    method: str = "advi"
 
     def node(self, name: str) -> Node:
         for n in self.nodes:
@@ -45,20 +73,35 @@ class Graph:
                 return n
         raise KeyError(name)
 
+    def of_kind(self, kind: str) -> list[Node]:
+        return [n for n in self.nodes if n.kind == kind]
+
+    def children(self, name: str) -> list[Node]:
+        return [n for n in self.nodes if name in n.parents]
+
     def factors_of(self, name: str) -> list[Node]:
-        """Factors that depend on `name` directly or through deterministic nodes (its blanket)."""
+        """The factors whose value depends on `name`: its Markov blanket's factors.
+
+        Dependence is followed through deterministic nodes, and through latents whose bounds
+        depend on `name` (their constraining transform, hence their density, involves it).
+        """
         downstream = {name}
         changed = True
         while changed:
             changed = False
             for n in self.nodes:
-                if n.kind == "deterministic" and n.name not in downstream and downstream & set(n.parents):
+                if (n.kind in ("deterministic", "latent") and n.name not in downstream
+                        and downstream & set(n.parents)):  # fmt: skip
                     downstream.add(n.name)
                     changed = True
         return [n for n in self.nodes if n.kind == "factor" and downstream & set(n.parents)]
 
+    def to_dict(self) -> dict:
+        nodes = [asdict(n) for n in self.nodes]
+        return {"model": self.model, "method": self.method, "nodes": nodes}
+
     def to_json(self) -> str:
-        return json.dumps({"model": self.model, "nodes": [asdict(n) for n in self.nodes]}, indent=2)
+        return json.dumps(self.to_dict(), indent=2)
 
     def to_dot(self) -> str:
         style = {
@@ -67,49 +110,189 @@ class Graph:
             "deterministic": "shape=ellipse, style=dashed",
             "factor": 'shape=box, style=filled, fillcolor="#333333", fontcolor=white, fontsize=9',
         }
-        lines = ["digraph model {", "  rankdir=TB;"]
+        lines = [f"digraph {_dot_quote(self.model)} {{", "  rankdir=TB;",
+                 "  node [fontname=Helvetica];"]  # fmt: skip
         ids = {n.name: f"n{i}" for i, n in enumerate(self.nodes)}
         for n in self.nodes:
-            label = n.name if n.kind != "factor" else n.text.replace('"', '\\"')
-            if n.kind == "latent" and n.family:
-                label += f"\\n{n.support}"
-            lines.append(f'  {ids[n.name]} [label="{label}", {style[n.kind]}];')
+            if n.kind == "factor":
+                label = f"{n.name}: {n.text}"
+            else:
+                label = f"{n.name}\n{n.type}"
+                if n.shape is not None and n.shape:
+                    label += f"\nshape {_shape_text(n.shape)}"
+                if n.kind == "latent":
+                    label += f"\n{n.support}"
+            lines.append(f"  {ids[n.name]} [label={_dot_quote(label)}, {style[n.kind]}];")
         for n in self.nodes:
             for p in n.parents:
                 if p in ids:
                     lines.append(f"  {ids[p]} -> {ids[n.name]};")
+            for p in n.sizes:
+                if p in ids:
+                    lines.append(f"  {ids[p]} -> {ids[n.name]} [style=dotted, color=gray];")
         lines.append("}")
         return "\n".join(lines) + "\n"
 
     def to_text(self) -> str:
-        out = [f"model {self.model}"]
-        groups = [("data", "data"), ("latent", "latents"), ("deterministic", "deterministic"),
-                  ("factor", "factors")]  # fmt: skip
-        for kind, title in groups:
-            nodes = [n for n in self.nodes if n.kind == kind]
+        def shape(n: Node) -> str:
+            if n.shape is not None:
+                return _shape_text(n.shape)
+            return _shape_text(n.dims) if n.dims else "()"
+
+        def deps(n: Node) -> str:
+            out = ", ".join(n.parents) or "-"
+            if n.sizes:
+                out += f"  (sizes: {', '.join(n.sizes)})"
+            return out
+
+        concrete = any(n.shape is not None for n in self.nodes)
+        shapes = "from the data" if concrete else "symbolic (give data for concrete shapes)"
+        out = [f"model: {self.model}", f"shapes: {shapes}"]
+        sections = [
+            ("data", "data (observed / fixed)",
+             ["name", "type", "shape", "support", "block", "depends on"],
+             lambda n: [n.name, n.type, shape(n), _support_text(n),
+                        _BLOCK_LABEL.get(n.block, n.block), deps(n)]),
+            ("latent", "latent parameters (approximated by the variational family)",
+             ["name", "type", "shape", "support", "transform", "family", "depends on"],
+             lambda n: [n.name, n.type, shape(n), _support_text(n), n.transform or "-",
+                        n.family or "-", deps(n)]),
+            ("deterministic", "deterministic nodes (functions of their parents)",
+             ["name", "type", "shape", "block", "parents"],
+             lambda n: [n.name, n.type, shape(n), _BLOCK_LABEL.get(n.block, n.block), deps(n)]),
+            ("factor", "factors (terms of the log density)",
+             ["id", "line", "statement", "parents"],
+             lambda n: [n.name, str(n.line), n.text, deps(n)]),
+        ]  # fmt: skip
+        for kind, title, header, row in sections:
+            nodes = self.of_kind(kind)
+            out.append("")
+            out.append(f"{title}: {len(nodes)}")
             if not nodes:
                 continue
-            out.append(f"\n{title} ({len(nodes)}):")
-            for n in nodes:
-                shape = "" if n.shape is None else f" shape={tuple(n.shape)}"
-                if kind == "factor":
-                    out.append(f"  {n.name:<6} line {n.line:<4} {n.text}")
-                    out.append(f"         parents: {', '.join(n.parents) or '-'}")
-                    continue
-                head = f"  {n.name:<16} {n.type:<28}{shape}  support={n.support}"
-                if kind == "latent":
-                    head += f"  transform={n.transform}"
-                    out.append(head)
-                    out.append(f"  {'':<16} family: {n.family}")
-                else:
-                    if kind == "deterministic":
-                        head += f"  [{_BLOCK_LABEL.get(n.block, n.block)}]"
-                    out.append(head)
-                if kind != "latent" and n.parents:
-                    out.append(f"  {'':<16} parents: {', '.join(n.parents)}")
-                elif kind == "latent" and n.parents:
-                    out.append(f"  {'':<16} bounds depend on: {', '.join(n.parents)}")
+            rows = [header] + [row(n) for n in nodes]
+            widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+            for r in rows:
+                cells = [c.ljust(w) for c, w in zip(r[:-1], widths[:-1], strict=True)] + [r[-1]]
+                out.append(("  " + "  ".join(cells)).rstrip())
         return "\n".join(out) + "\n"
+
+
+def _dot_quote(s: str) -> str:
+    s = s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{s}"'
+
+
+def _shape_text(shape) -> str:
+    items = [str(s) for s in shape]
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+def _support_text(n: Node) -> str:
+    lo, hi = n.bounds.get("lower"), n.bounds.get("upper")
+    if n.support == "interval":
+        closed = n.kind != "latent"
+        return f"interval {'[' if closed else '('}{lo}, {hi}{']' if closed else ')'}"
+    if n.support == "lower-bounded":
+        return f"{n.support} ({'>=' if n.kind != 'latent' else '>'} {lo})"
+    if n.support == "upper-bounded":
+        return f"{n.support} ({'<=' if n.kind != 'latent' else '<'} {hi})"
+    if n.support == "int" and (lo is not None or hi is not None):
+        return f"int in [{lo if lo is not None else '-inf'}, {hi if hi is not None else 'inf'}]"
+    if "offset" in n.bounds or "multiplier" in n.bounds:
+        off, mult = n.bounds.get("offset", "0"), n.bounds.get("multiplier", "1")
+        return f"{n.support} (offset={off}, multiplier={mult})"
+    return n.support
+
+
+# ---- source text of expressions and types ----------------------------------------------------
+
+_PREC = {"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 4, "<=": 4, ">": 4, ">=": 4, "+": 5, "-": 5,
+         "*": 6, "/": 6, "%/%": 6, "%": 6, ".*": 6, "./": 6, "^": 8, ".^": 8}  # fmt: skip
+
+
+def expr_text(e, parent_prec: int = 0) -> str:
+    """Stan source text of an expression, with only the parentheses it needs."""
+    if e is None:
+        return ""
+    if isinstance(e, ast.Num):
+        v = e.value
+        text = repr(v) if isinstance(v, float) else str(v)
+        return f"({text})" if parent_prec > 5 and v < 0 else text
+    if isinstance(e, ast.Str):
+        return f'"{e.value}"'
+    if isinstance(e, ast.Var):
+        return e.name
+    if isinstance(e, ast.Call):
+        args = [expr_text(a) for a in e.args]
+        if e.conditional and args:
+            return f"{e.name}({args[0]} | {', '.join(args[1:])})"
+        return f"{e.name}({', '.join(args)})"
+    if isinstance(e, ast.BinOp):
+        p = _PREC.get(e.op, 5)
+        right_assoc = e.op in ("^", ".^")
+        left = expr_text(e.left, p + (1 if right_assoc else 0))
+        right = expr_text(e.right, p if right_assoc else p + 1)
+        text = f"{left} {e.op} {right}"
+        return f"({text})" if p < parent_prec else text
+    if isinstance(e, ast.UnOp):
+        if e.op == "transpose":
+            return f"{expr_text(e.operand, 10)}'"
+        text = ("-" if e.op == "neg" else "!") + expr_text(e.operand, 7)
+        return f"({text})" if parent_prec > 7 else text
+    if isinstance(e, ast.Ternary):
+        text = f"{expr_text(e.cond, 1)} ? {expr_text(e.if_true)} : {expr_text(e.if_false)}"
+        return f"({text})" if parent_prec > 0 else text
+    if isinstance(e, ast.Index):
+        return f"{expr_text(e.base, 10)}[{', '.join(_index_text(i) for i in e.items)}]"
+    if isinstance(e, ast.ArrayExpr):
+        return "{" + ", ".join(expr_text(i) for i in e.items) + "}"
+    if isinstance(e, ast.RowVectorExpr):
+        return "[" + ", ".join(expr_text(i) for i in e.items) + "]"
+    return "?"
+
+
+def _index_text(item: ast.IndexItem) -> str:
+    lo, hi = expr_text(item.lo), expr_text(item.hi)
+    return {"single": lo, "range": f"{lo}:{hi}", "from": f"{lo}:", "to": f":{hi}", "all": ":"}.get(
+        item.kind, "?"
+    )
+
+
+def type_text(spec: ast.TypeSpec) -> str:
+    """The declared type as Stan source, without the name: `array[J] vector<lower=0>[K]`."""
+    bounds = ""
+    if spec.bounds:
+        bounds = "<" + ", ".join(f"{k}={expr_text(v)}" for k, v in spec.bounds.items()) + ">"
+    sizes = f"[{', '.join(expr_text(s) for s in spec.sizes)}]" if spec.sizes else ""
+    text = f"{spec.kind}{bounds}{sizes}"
+    if spec.array_sizes:
+        text = f"array[{', '.join(expr_text(s) for s in spec.array_sizes)}] {text}"
+    return text
+
+
+def stmt_text(s) -> str:
+    if isinstance(s, ast.Tilde):
+        args = ", ".join(expr_text(a) for a in s.args)
+        text = f"{expr_text(s.lhs)} ~ {s.dist}({args})"
+        if s.truncation is not None:
+            text += f" T[{expr_text(s.truncation[0])}, {expr_text(s.truncation[1])}]"
+        return text + ";"
+    if isinstance(s, ast.TargetInc):
+        return f"target += {expr_text(s.expr)};"
+    return ""
+
+
+def _dims(spec: ast.TypeSpec) -> list[str]:
+    sizes = list(spec.sizes)
+    if spec.kind in ("cov_matrix", "corr_matrix", "cholesky_factor_corr") or (
+        spec.kind == "cholesky_factor_cov" and len(sizes) == 1
+    ):
+        sizes = sizes * 2
+    return [expr_text(e) for e in spec.array_sizes + sizes]
+
+
+# ---- supports and dependencies ---------------------------------------------------------------
 
 
 def _names(node) -> list[str]:
@@ -120,27 +303,31 @@ def _names(node) -> list[str]:
     return seen
 
 
-def _type_text(spec: ast.TypeSpec, source_line: str) -> str:
-    return source_line.split(";")[0].strip()
-
-
-def _data_support(spec: ast.TypeSpec) -> str:
+def _support(spec: ast.TypeSpec, parameter: bool) -> str:
+    """The set a declared variable lives in. Parameters' bounds are open, data's closed."""
     lo = spec.bounds.get("lower")
     hi = spec.bounds.get("upper")
+    if spec.kind not in ("int", "real", "vector", "row_vector", "matrix"):
+        return spec.kind
     is_int = spec.kind == "int"
-    if is_int and isinstance(lo, ast.Num) and lo.value == 0 and isinstance(hi, ast.Num) and hi.value == 1:
+    const = isinstance(lo, ast.Num) and isinstance(hi, ast.Num)
+    if is_int and const and (lo.value, hi.value) == (0, 1):
         return "binary"
-    if spec.kind in ("simplex",):
-        return "simplex"
     if lo is not None and hi is not None:
-        return "interval"
+        return "int" if is_int else "interval"
     if lo is not None:
+        if isinstance(lo, ast.Num) and lo.value in (0, 1) and is_int:
+            return "nonnegative int" if lo.value == 0 else "positive int"
         if isinstance(lo, ast.Num) and lo.value == 0:
-            return "nonnegative_int" if is_int else "nonnegative"
-        return "lower-bounded"
+            return "positive" if parameter else "nonnegative"
+        return "int" if is_int else "lower-bounded"
     if hi is not None:
-        return "upper-bounded"
+        return "int" if is_int else "upper-bounded"
     return "int" if is_int else "real"
+
+
+def _bounds(spec: ast.TypeSpec) -> dict[str, str]:
+    return {k: expr_text(v) for k, v in spec.bounds.items()}
 
 
 class _Deps:
@@ -148,122 +335,154 @@ class _Deps:
 
     def __init__(self):
         self.parents: dict[str, list[str]] = {}
+        self.sizes: dict[str, list[str]] = {}
         self.decls: dict[str, tuple[ast.Decl, str]] = {}
-        self.factors: list[tuple[ast.Stmt, list[str]]] = []
+        self.factors: list[tuple[ast.Stmt, list[str], list[str], list[str]]] = []
 
-    def add(self, name: str, names: list[str]):
-        lst = self.parents.setdefault(name, [])
+    @staticmethod
+    def _extend(lst: list[str], names, exclude: str | None = None):
         for n in names:
-            if n != name and n not in lst:
+            if n != exclude and n not in lst:
                 lst.append(n)
 
-    def walk(self, stmts, block: str, context: list[str], loop_vars: set[str]):
-        for s in stmts:
-            self.stmt(s, block, context, loop_vars)
+    def add(self, name: str, names: list[str], sizes: list[str]):
+        self._extend(self.parents.setdefault(name, []), names, name)
+        self._extend(self.sizes.setdefault(name, []), sizes, name)
 
-    def stmt(self, s, block, context, loop_vars):
+    def walk(self, stmts, block: str, ctx: tuple, loop_vars: frozenset):
+        for s in stmts:
+            self.stmt(s, block, ctx, loop_vars)
+
+    def stmt(self, s, block, ctx, loop_vars):
+        # ctx = (condition names, loop-range names, descriptions of the enclosing statements)
+        conds, ranges, within = ctx
+
         def clean(names):
             return [n for n in names if n not in loop_vars]
 
         if isinstance(s, ast.Decl):
             if block not in ("data", "parameters"):
                 self.decls.setdefault(s.name, (s, block))
-            self.add(s.name, clean(_names([s.init] if s.init else []) + context))
+            self.add(s.name, clean(_names([s.init] if s.init else []) + conds),
+                     clean(_names(s.spec.sizes + s.spec.array_sizes) + ranges))  # fmt: skip
         elif isinstance(s, ast.Assign):
             lhs = s.lhs
             while isinstance(lhs, ast.Index):
                 lhs = lhs.base
             idx = _names(s.lhs)[1:] if isinstance(s.lhs, ast.Index) else []
-            self.add(lhs.name, clean(_names(s.rhs) + idx + context))
+            self.add(lhs.name, clean(_names(s.rhs) + idx + conds), clean(ranges))
         elif isinstance(s, ast.Tilde | ast.TargetInc):
             names = _names([s.lhs] + s.args) if isinstance(s, ast.Tilde) else _names(s.expr)
-            self.factors.append((s, clean(names + context)))
+            self.factors.append((s, clean(names + conds), clean(ranges), list(within)))
         elif isinstance(s, ast.For):
-            ctx = context + clean(_names([s.lo, s.hi]))
-            self.stmt(s.body, block, ctx, loop_vars | {s.var})
+            desc = f"for ({s.var} in {expr_text(s.lo)}:{expr_text(s.hi)})"
+            inner = (conds, ranges + clean(_names([s.lo, s.hi])), within + [desc])
+            self.stmt(s.body, block, inner, loop_vars | {s.var})
         elif isinstance(s, ast.ForEach):
-            ctx = context + clean(_names(s.iterable))
-            self.stmt(s.body, block, ctx, loop_vars | {s.var})
+            desc = f"for ({s.var} in {expr_text(s.iterable)})"
+            inner = (conds + clean(_names(s.iterable)), ranges, within + [desc])
+            self.stmt(s.body, block, inner, loop_vars | {s.var})
         elif isinstance(s, ast.While):
-            self.stmt(s.body, block, context + clean(_names(s.cond)), loop_vars)
+            desc = f"while ({expr_text(s.cond)})"
+            inner = (conds + clean(_names(s.cond)), ranges, within + [desc])
+            self.stmt(s.body, block, inner, loop_vars)
         elif isinstance(s, ast.If):
-            ctx = context + clean(_names(s.cond))
-            self.stmt(s.then, block, ctx, loop_vars)
+            cond = expr_text(s.cond)
+            inner = (conds + clean(_names(s.cond)), ranges, within + [f"if ({cond})"])
+            self.stmt(s.then, block, inner, loop_vars)
             if s.otherwise is not None:
-                self.stmt(s.otherwise, block, ctx, loop_vars)
+                inner = (inner[0], ranges, within + [f"else of if ({cond})"])
+                self.stmt(s.otherwise, block, inner, loop_vars)
         elif isinstance(s, ast.Block):
-            self.walk(s.stmts, block, context, loop_vars)
+            self.walk(s.stmts, block, ctx, loop_vars)
+
+
+def _family(transform: str | None, support: str, method: str) -> str:
+    if support == "binary":
+        return "Bernoulli (needs BBVI)"
+    gauss = "full-rank Gaussian" if method == "fullrank" else "mean-field Gaussian"
+    return gauss if transform in (None, "identity") else f"{gauss}, unconstrained scale"
 
 
 def build_graph(checked: CheckedProgram, model=None, method: str = "advi") -> Graph:
-    """The graph IR; `model` (a CompiledModel) adds concrete shapes and the latents' layout."""
-    from ppl.pipeline import family_of
+    """The graph IR; `model` (a CompiledModel) adds concrete shapes from the data."""
+    from ppl.compiler import _transform_kind
 
     program = checked.program
-    lines = program.source.splitlines()
+    shape_env = None
+    if model is not None:
+        from ppl.evaluator import Evaluator
 
-    def line_text(pos):
-        return lines[pos.line - 1].strip() if 0 < pos.line <= len(lines) else ""
+        shape_env = Evaluator(program, dict(model.data))
 
-    def shape_of(name):
-        if model is None:
+    def shape_of(spec: ast.TypeSpec):
+        if shape_env is None:
             return None
-        if name in model.data:
-            import numpy as np
-
-            t = checked.symbols[name].stype
-            v = model.data[name]
-            shp = np.shape(getattr(v, "_value", v))
-            return list(shp[len(shp) - t.ndim :]) if t.ndim else []
-        for lat in model.latents:
-            if lat.name == name:
-                return list(lat.shape)
-        return None
+        try:
+            return [int(s) for s in shape_env.shape_of(spec)]
+        except Exception:  # noqa: BLE001 - a size given by a local variable: no concrete shape
+            return None
 
     nodes: list[Node] = []
     for d in program.data:
-        parents = _names(d.spec.sizes + d.spec.array_sizes + list(d.spec.bounds.values()))
-        nodes.append(Node(d.name, "data", "data", _type_text(d.spec, line_text(d.pos)), shape_of(d.name),
-                          _data_support(d.spec), parents, line=d.pos.line))  # fmt: skip
+        nodes.append(Node(d.name, "data", "data", type_text(d.spec), shape_of(d.spec),
+                          _support(d.spec, False), _names(list(d.spec.bounds.values())),
+                          line=d.pos.line, dims=_dims(d.spec), bounds=_bounds(d.spec),
+                          sizes=_names(d.spec.sizes + d.spec.array_sizes)))  # fmt: skip
     deps = _Deps()
-    deps.walk(program.transformed_data, "transformed_data", [], set())
-    deps.walk(program.transformed_parameters, "transformed_parameters", [], set())
-    deps.walk(program.model, "model", [], set())
-    deps.walk(program.generated_quantities, "generated_quantities", [], set())
-    for name, (d, block) in deps.decls.items():
-        if block == "transformed_data":
-            nodes.append(Node(name, "data", block, _type_text(d.spec, line_text(d.pos)), shape_of(name),
-                              _data_support(d.spec), deps.parents.get(name, []), line=d.pos.line))  # fmt: skip
-    latents = {lat.name: lat for lat in model.latents} if model is not None else {}
-    for d in program.parameters:
-        lat = latents.get(d.name)
-        if lat is not None:
-            support, transform = lat.support, lat.kind
-            family = "Bernoulli (needs BBVI)" if lat.binary else family_of(lat, method)
-        else:
-            from ppl.compiler import _transform_kind
+    empty = ([], [], [])
+    deps.walk(program.transformed_data, "transformed_data", empty, frozenset())
+    deps.walk(program.transformed_parameters, "transformed_parameters", empty, frozenset())
+    deps.walk(program.model, "model", empty, frozenset())
+    deps.walk(program.generated_quantities, "generated_quantities", empty, frozenset())
 
-            transform = _transform_kind(d.spec)
-            support = _data_support(d.spec) if d.spec.kind != "simplex" else "simplex"
-            if support == "nonnegative":
-                support = "positive"
-            family = "Bernoulli (needs BBVI)" if support == "binary" else (
-                "full-rank Gaussian" if method == "fullrank" else "mean-field Gaussian")  # fmt: skip
-        parents = _names(list(d.spec.bounds.values()) + d.spec.sizes + d.spec.array_sizes)
-        nodes.append(Node(d.name, "latent", "parameters", _type_text(d.spec, line_text(d.pos)),
-                          shape_of(d.name), support, parents, family, transform, d.pos.line))  # fmt: skip
+    def decl_node(name, d, block, kind):
+        t = decl_type(d.spec)
+        support = _support(d.spec, False)
+        if support == "real" and t.is_int:
+            support = "int"
+        return Node(name, kind, block, type_text(d.spec), shape_of(d.spec), support,
+                    _names(list(d.spec.bounds.values())) + deps.parents.get(name, []),
+                    line=d.pos.line, dims=_dims(d.spec), bounds=_bounds(d.spec),
+                    sizes=deps.sizes.get(name, []))  # fmt: skip
+
     for name, (d, block) in deps.decls.items():
         if block == "transformed_data":
-            continue
-        t = decl_type(d.spec)
-        nodes.append(Node(name, "deterministic", block, _type_text(d.spec, line_text(d.pos)),
-                          None, "int" if t.is_int else "real", deps.parents.get(name, []),
-                          line=d.pos.line))  # fmt: skip
+            nodes.append(decl_node(name, d, block, "data"))
+    for d in program.parameters:
+        transform = "binary" if d.spec.kind == "int" else _transform_kind(d.spec)
+        support = _support(d.spec, True)
+        nodes.append(Node(d.name, "latent", "parameters", type_text(d.spec), shape_of(d.spec),
+                          support, _names(list(d.spec.bounds.values())),
+                          _family(transform, support, method), transform, d.pos.line,
+                          dims=_dims(d.spec), bounds=_bounds(d.spec),
+                          sizes=_names(d.spec.sizes + d.spec.array_sizes)))  # fmt: skip
+    for name, (d, block) in deps.decls.items():
+        if block != "transformed_data":
+            nodes.append(decl_node(name, d, block, "deterministic"))
     known = {n.name for n in nodes}
-    for i, (s, names) in enumerate(deps.factors, start=1):
+    prefix = "f"
+    while any(re.fullmatch(re.escape(prefix) + r"\d+", k) for k in known):
+        prefix = "_" + prefix
+    for i, (s, names, ranges, within) in enumerate(deps.factors, start=1):
+        family = s.dist if isinstance(s, ast.Tilde) else "target +="
+        text = stmt_text(s)
+        if within:
+            text = f"{text}  [in {', '.join(within)}]"
+        kind = "~" if isinstance(s, ast.Tilde) else "target +="
         parents = [n for n in names if n in known]
-        nodes.append(Node(f"f{i}", "factor", "model", "factor", None, "", parents, line=s.pos.line,
-                          text=line_text(s.pos)))  # fmt: skip
+        sizes = [n for n in ranges if n in known]
+        nodes.append(Node(f"{prefix}{i}", "factor", "model", kind, None, "", parents, family,
+                          line=s.pos.line, text=text, sizes=sizes))  # fmt: skip
+    kinds = {n.name: n.kind for n in nodes}
     for n in nodes:
-        n.parents = [p for p in n.parents if p in known or p.startswith("f")]
-    return Graph(program.filename, nodes)
+        parents = [p for p in n.parents if p in known]
+        # a size name that also carries a value stays a parent; data used only for sizes/loop
+        # ranges is a size; a non-data name in a loop range is a real (control) dependency
+        sizes = []
+        for p in n.sizes:
+            if p not in known or p in parents:
+                continue
+            (sizes if kinds[p] == "data" else parents).append(p)
+        n.parents, n.sizes = list(dict.fromkeys(parents)), list(dict.fromkeys(sizes))
+    return Graph(program.filename, nodes, method)

@@ -23,6 +23,14 @@ _TERMINAL_NAMES = {
 }
 
 
+_TYPE_WORDS = {
+    "int", "real", "vector", "row_vector", "matrix", "array", "simplex", "ordered", "positive_ordered",
+    "unit_vector", "sum_to_zero_vector", "cov_matrix", "corr_matrix", "cholesky_factor_cov",
+    "cholesky_factor_corr",
+}  # fmt: skip
+_CLOSERS = {";", "}", ")", "]", ",", ">"}
+
+
 def _grammar_text() -> str:
     try:
         return resources.files("ppl.grammars").joinpath(_GRAMMAR_FILE).read_text()
@@ -120,6 +128,12 @@ class _Builder(Transformer):
 
     def matrix_type(self, meta, c):
         return self._typed("matrix", c[1], [c[2], c[3]])
+
+    def constrained_vec(self, meta, c):
+        return str(c[0])
+
+    def constrained_mat(self, meta, c):
+        return str(c[0])
 
     def constrained_vector_type(self, meta, c):
         return self._typed(str(c[0]), None, [c[1]])
@@ -275,7 +289,10 @@ def _describe_expected(expected: set[str]) -> str:
             names.append(f"'{pattern.value}'")
         else:
             names.append(term.lower())
-    names = sorted(set(names))
+    if sum(n.strip("'") in _TYPE_WORDS for n in names) > 3:  # "a type" instead of 15 keywords
+        names = [n for n in names if n.strip("'") not in _TYPE_WORDS] + ["a type"]
+    # closing punctuation first: it is the usual fix ("expected ';'") and must survive truncation
+    names = sorted(set(names), key=lambda n: (n.strip("'") not in _CLOSERS, n))
     if len(names) > 12:
         names = names[:12] + ["..."]
     return ", ".join(names)
