@@ -199,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     except PplError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.exit_code
+    except BrokenPipeError:  # `ppl fit ... | head`: the reader left; not an error of ours
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print(f"\ninterrupted after {time.perf_counter() - start:.1f} s; nothing was written",
               file=sys.stderr)  # fmt: skip

@@ -84,6 +84,14 @@ def align(values: list, ndims: list[int], type_ndim: int | None = None) -> list:
     axes; type parts are padded on their left to `type_ndim` (default: the largest), which is what
     elementwise operations between a scalar and a container need.
     """
+    if len(values) == 2 and type_ndim is None:
+        # fast path for binary operations: nothing to pad when neither operand has more than one
+        # batch axis and both have the same type rank (or one of them has no axes at all)
+        a, b = values
+        ka, kb = ndims
+        na, nb_ = anp.ndim(a), anp.ndim(b)
+        if (ka == kb and na <= ka + 1 and nb_ <= kb + 1) or na == 0 or nb_ == 0:
+            return [a, b]
     arrs = [to_array(v) for v in values]
     batches = [anp.ndim(a) - k for a, k in zip(arrs, ndims, strict=True)]
     nb = max(batches)
