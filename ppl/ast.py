@@ -1,6 +1,7 @@
 """The abstract syntax tree the parser builds and the checker annotates.
 
-Expression nodes get a `type` attribute (a `ppl.types.SType`) from the checker; the compiler relies on
+Expression nodes get a `type` attribute (a `ppl.types.SType`) from the checker; the compiler
+relies on
 it to know how many trailing axes of a runtime array are the value's own.
 """
 

@@ -16,9 +16,13 @@ from ppl.parser import format_location
 from ppl.types import INT, MATRIX, REAL, ROW_VECTOR, SPEC_KIND, VECTOR, SType
 
 BLOCKS = (
-    "data", "transformed_data", "parameters", "transformed_parameters", "model",
+    "data",
+    "transformed_data",
+    "parameters",
+    "transformed_parameters",
+    "model",
     "generated_quantities",
-)  # fmt: skip
+)
 
 DIST_SUFFIXES = ("_lpdf", "_lpmf", "_lupdf", "_lupmf", "_log", "_rng")
 
@@ -67,8 +71,12 @@ def split_dist_call(name: str) -> tuple[str, str] | None:
 
 
 def _index_type(t: SType, items: list[ast.IndexItem], item_types: list[SType | None]) -> SType:
-    dims = ["a"] * t.adims + {"scalar": [], "vector": ["v"], "row_vector": ["r"],
-                              "matrix": ["mr", "mc"]}[t.kind]  # fmt: skip
+    dims = ["a"] * t.adims + {
+        "scalar": [],
+        "vector": ["v"],
+        "row_vector": ["r"],
+        "matrix": ["mr", "mc"],
+    }[t.kind]
     if len(items) > len(dims):
         raise SignatureError(f"too many indexes ({len(items)}) for a value of type {t}")
     kept = []
@@ -82,8 +90,14 @@ def _index_type(t: SType, items: list[ast.IndexItem], item_types: list[SType | N
         kept.append(d)
     adims = kept.count("a")
     rest = [d for d in kept if d != "a"]
-    kind = {(): "scalar", ("v",): "vector", ("r",): "row_vector", ("mr", "mc"): "matrix",
-            ("mr",): "vector", ("mc",): "row_vector"}[tuple(rest)]  # fmt: skip
+    kind = {
+        (): "scalar",
+        ("v",): "vector",
+        ("r",): "row_vector",
+        ("mr", "mc"): "matrix",
+        ("mr",): "vector",
+        ("mc",): "row_vector",
+    }[tuple(rest)]
     return SType(t.base, kind, adims)
 
 
@@ -149,14 +163,23 @@ class Checker:
         stype = decl_type(spec)
         if self.block == "parameters" and spec.kind == "int":
             lo, hi = spec.bounds.get("lower"), spec.bounds.get("upper")
-            binary = (isinstance(lo, ast.Num) and lo.value == 0 and isinstance(hi, ast.Num)
-                      and hi.value == 1)  # fmt: skip
+            binary = (
+                isinstance(lo, ast.Num)
+                and lo.value == 0
+                and isinstance(hi, ast.Num)
+                and hi.value == 1
+            )
             if not binary:
-                raise self.error(d, f"integer parameter '{d.name}' must be binary: declare it "
-                                 "int<lower=0, upper=1> (other discrete latents are not supported)")  # fmt: skip
+                raise self.error(
+                    d,
+                    f"integer parameter '{d.name}' must be binary: declare it "
+                    "int<lower=0, upper=1> (other discrete latents are not supported)",
+                )
         if d.init is not None:
             if self.block in ("data", "parameters"):
-                raise self.error(d.init, f"'{d.name}' cannot be given a value in the {self.block} block")
+                raise self.error(
+                    d.init, f"'{d.name}' cannot be given a value in the {self.block} block"
+                )
             rt = self.expr(d.init)
             self.check_assignable(d.init, stype, rt, d.name)
         block = self.block if toplevel else "local"
@@ -164,10 +187,15 @@ class Checker:
         self.declare(d, d.name, stype, block, d, readonly)
 
     def check_assignable(self, node, target: SType, value: SType, name: str):
-        ok = (target.kind == value.kind and target.adims == value.adims
-              and not (target.is_int and not value.is_int))  # fmt: skip
+        ok = (
+            target.kind == value.kind
+            and target.adims == value.adims
+            and not (target.is_int and not value.is_int)
+        )
         if not ok:
-            raise self.error(node, f"cannot assign a value of type {value} to '{name}' of type {target}")
+            raise self.error(
+                node, f"cannot assign a value of type {value} to '{name}' of type {target}"
+            )
 
     def check_stmt(self, s: ast.Stmt, toplevel: bool = False):
         if isinstance(s, ast.Decl):
@@ -196,8 +224,13 @@ class Checker:
             if t.is_scalar:
                 raise self.error(s.iterable, f"cannot loop over a value of type {t}")
             self.scopes.append({})
-            self.declare(s, s.var, t.element() if t.adims else t.with_base(t.base).__class__(
-                t.base, "scalar"), "loop", readonly=True)  # fmt: skip
+            self.declare(
+                s,
+                s.var,
+                t.element() if t.adims else t.with_base(t.base).__class__(t.base, "scalar"),
+                "loop",
+                readonly=True,
+            )
             self.loop_depth += 1
             self.check_scoped(s.body)
             self.loop_depth -= 1
@@ -245,16 +278,23 @@ class Checker:
         while isinstance(base, ast.Index):
             base = base.base
         if not isinstance(base, ast.Var):
-            raise self.error(lhs, "the left side of an assignment must be a variable, optionally indexed")
+            raise self.error(
+                lhs, "the left side of an assignment must be a variable, optionally indexed"
+            )
         sym = self.lookup(base.name)
         if sym is None:
             raise self.error(base, self.undefined_message(base.name))
         if sym.readonly:
-            what = {"loop": "loop variable"}.get(sym.block, f"{sym.block.replace('_', ' ')} variable")
+            what = {"loop": "loop variable"}.get(
+                sym.block, f"{sym.block.replace('_', ' ')} variable"
+            )
             raise self.error(lhs, f"cannot assign to {what} '{base.name}'")
         if sym.block != "local" and sym.block != self.block:
-            raise self.error(lhs, f"cannot assign to '{base.name}' outside the block that declares it "
-                             f"({sym.block.replace('_', ' ')})")  # fmt: skip
+            raise self.error(
+                lhs,
+                f"cannot assign to '{base.name}' outside the block that declares it "
+                f"({sym.block.replace('_', ' ')})",
+            )
         lt = self.expr(lhs)
         rt = self.expr(s.rhs)
         if s.op == "=":
@@ -280,15 +320,24 @@ class Checker:
 
     def check_dist_args(self, node, dist, value_type: SType, arg_types: list[SType]):
         if len(arg_types) != len(dist.params):
-            raise self.error(node, f"{dist.name} takes {len(dist.params)} arguments "
-                             f"({', '.join(dist.params)}), got {len(arg_types)}")  # fmt: skip
+            raise self.error(
+                node,
+                f"{dist.name} takes {len(dist.params)} arguments "
+                f"({', '.join(dist.params)}), got {len(arg_types)}",
+            )
         if value_type.ndim < dist.value_ndim:
-            raise self.error(node, f"{dist.name} needs a {'vector' if dist.value_ndim else 'value'} "
-                             f"on the left of '~', got {value_type}")  # fmt: skip
+            raise self.error(
+                node,
+                f"{dist.name} needs a {'vector' if dist.value_ndim else 'value'} "
+                f"on the left of '~', got {value_type}",
+            )
         for pname, pnd, t in zip(dist.params, dist.param_ndims, arg_types, strict=True):
             if t.ndim < pnd:
-                raise self.error(node, f"argument {pname} of {dist.name} must have at least {pnd} "
-                                 f"dimension(s), got {t}")  # fmt: skip
+                raise self.error(
+                    node,
+                    f"argument {pname} of {dist.name} must have at least {pnd} "
+                    f"dimension(s), got {t}",
+                )
 
     def unknown_distribution(self, name: str) -> str:
         from ppl.distributions import DISTRIBUTIONS
@@ -350,8 +399,12 @@ class Checker:
                         st = self.expr(sub)
                         if not st.is_int or (item.kind != "single" and not st.is_scalar):
                             raise self.error(sub, f"an index must be an integer, not {st}")
-                        if item.kind == "single" and not (st.is_scalar or (st.adims == 1 and st.kind == "scalar")):
-                            raise self.error(sub, f"an index must be an integer or an integer array, not {st}")
+                        if item.kind == "single" and not (
+                            st.is_scalar or (st.adims == 1 and st.kind == "scalar")
+                        ):
+                            raise self.error(
+                                sub, f"an index must be an integer or an integer array, not {st}"
+                            )
                         it = st
                 item_types.append(it)
             try:
@@ -431,11 +484,15 @@ class Checker:
             dist = get_distribution(base)
             if suffix == "_rng":
                 if self.block not in ("transformed_data", "generated_quantities"):
-                    raise self.error(e, f"{name} can only be used in transformed data or "
-                                     "generated quantities")  # fmt: skip
+                    raise self.error(
+                        e, f"{name} can only be used in transformed data or generated quantities"
+                    )
                 if len(arg_types) != len(dist.params):
-                    raise self.error(e, f"{name} takes {len(dist.params)} arguments "
-                                     f"({', '.join(dist.params)}), got {len(arg_types)}")  # fmt: skip
+                    raise self.error(
+                        e,
+                        f"{name} takes {len(dist.params)} arguments "
+                        f"({', '.join(dist.params)}), got {len(arg_types)}",
+                    )
                 extra = [t.ndim - nd for t, nd in zip(arg_types, dist.param_ndims, strict=True)]
                 base_t = "int" if dist.discrete else "real"
                 if dist.value_ndim:
@@ -445,8 +502,11 @@ class Checker:
                 raise self.error(e, f"{name} needs the value as its first argument")
             if dist.discrete != (suffix in ("_lpmf", "_lupmf")) and suffix != "_log":
                 right = "_lpmf" if dist.discrete else "_lpdf"
-                raise self.error(e, f"use {base}{right} for the {'discrete' if dist.discrete else 'continuous'} "
-                                 f"distribution {base}")  # fmt: skip
+                raise self.error(
+                    e,
+                    f"use {base}{right} for the {'discrete' if dist.discrete else 'continuous'} "
+                    f"distribution {base}",
+                )
             self.check_dist_args(e, dist, arg_types[0], arg_types[1:])
             return REAL
         close = difflib.get_close_matches(name, list(_known_function_names()), n=3)

@@ -1,4 +1,4 @@
-"""The `ppl` command: fit, ir, check. User mistakes print a message and exit 2, never a traceback."""
+"""The `ppl` command: fit, ir, check. User mistakes print a message and exit 2, no traceback."""
 
 from __future__ import annotations
 
@@ -32,9 +32,19 @@ def _sets(values: list[str]) -> dict[str, str]:
 
 def _add_common(p):
     p.add_argument("model", help="model file (.model or .stan)")
-    p.add_argument("data", nargs="*", help="data files: .csv (a column per variable) or .json (Stan format)")
-    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                   help="give a scalar data value, e.g. --set N=10")  # fmt: skip
+    p.add_argument(
+        "data", nargs="*", help="data files: .csv (a column per variable) or .json (Stan format)"
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="give a scalar data value, e.g. --set N=10",
+    )
+
+
+SUBCOMMANDS: dict[str, argparse.ArgumentParser] = {}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,18 +54,34 @@ def build_parser() -> argparse.ArgumentParser:
 
     f = sub.add_parser("fit", help="fit a model to data and summarise the approximate posterior")
     _add_common(f)
-    f.add_argument("--method", default="advi", choices=["advi", "meanfield", "fullrank"],
-                   help="advi/meanfield: mean-field Gaussian ADVI (default); fullrank: full-rank ADVI")
+    f.add_argument(
+        "--method",
+        default="advi",
+        choices=["advi", "meanfield", "fullrank"],
+        help="advi/meanfield: mean-field Gaussian ADVI (default); fullrank: full-rank ADVI",
+    )
     f.add_argument("--iter", type=int, default=10000, help="maximum iterations (default 10000)")
     f.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
-    f.add_argument("--draws", type=int, default=1000, help="approximate posterior draws (default 1000)")
-    f.add_argument("--output", metavar="DIR", help="write summary.csv, draws.csv, fit.json, elbo.csv")
-    f.add_argument("--tol-rel-obj", type=float, default=0.01,
-                   help="relative ELBO change that counts as converged (default 0.01, as Stan)")
+    f.add_argument(
+        "--draws", type=int, default=1000, help="approximate posterior draws (default 1000)"
+    )
+    f.add_argument(
+        "--output", metavar="DIR", help="write summary.csv, draws.csv, fit.json, elbo.csv"
+    )
+    f.add_argument(
+        "--tol-rel-obj",
+        type=float,
+        default=0.01,
+        help="relative ELBO change that counts as converged (default 0.01, as Stan)",
+    )
     f.add_argument("--eta", type=float, default=None, help="fixed step size (default: adapted)")
-    f.add_argument("--grad-samples", type=int, default=None,
-                   help="Monte Carlo draws per gradient step (vectorised)")
-    f.add_argument("--quiet", action="store_true", help="no progress bar")  # fmt: skip
+    f.add_argument(
+        "--grad-samples",
+        type=int,
+        default=None,
+        help="Monte Carlo draws per gradient step (vectorised)",
+    )
+    f.add_argument("--quiet", action="store_true", help="no progress bar")
 
     r = sub.add_parser("ir", help="print the model's graph IR")
     _add_common(r)
@@ -64,8 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
     fmt.add_argument("--dot", action="store_true", help="print the IR as a Graphviz digraph")
     r.add_argument("--method", default="advi", choices=["advi", "meanfield", "fullrank"])
 
-    c = sub.add_parser("check", help="parse and check the model (and the data, if given) without fitting")
+    c = sub.add_parser(
+        "check", help="parse and check the model (and the data, if given) without fitting"
+    )
     _add_common(c)
+    SUBCOMMANDS.update({"fit": f, "ir": r, "check": c})
     return parser
 
 
@@ -88,8 +117,15 @@ def _progress_bar(total: int, quiet: bool):
         return None, lambda: None
     from tqdm import tqdm
 
-    bar = tqdm(total=total, file=sys.stderr, desc="ADVI", unit="it", mininterval=0.25,
-               leave=False, dynamic_ncols=True)  # fmt: skip
+    bar = tqdm(
+        total=total,
+        file=sys.stderr,
+        desc="ADVI",
+        unit="it",
+        mininterval=0.25,
+        leave=False,
+        dynamic_ncols=True,
+    )
     state = {"last": 0}
 
     def progress(iteration: int, elbo):
@@ -105,21 +141,32 @@ def _progress_bar(total: int, quiet: bool):
 
 def cmd_fit(args) -> int:
     from ppl.output import write_outputs
-    from ppl.pipeline import build, fit
+    from ppl.pipeline import build, check_finite_result, fit
     from ppl.summary import format_table, summarise
 
     model = build(args.model, args.data, _sets(args.set), seed=args.seed)
     progress, close = _progress_bar(args.iter, args.quiet or not sys.stderr.isatty())
     try:
-        result = fit(model, args.method, iterations=args.iter, seed=args.seed, draws=args.draws,
-                     tol_rel_obj=args.tol_rel_obj, eta=args.eta, grad_samples=args.grad_samples,
-                     progress=progress)  # fmt: skip
+        result = fit(
+            model,
+            args.method,
+            iterations=args.iter,
+            seed=args.seed,
+            draws=args.draws,
+            tol_rel_obj=args.tol_rel_obj,
+            eta=args.eta,
+            grad_samples=args.grad_samples,
+            progress=progress,
+        )
     finally:
         close()
+    check_finite_result(result)
     vi = result.vi
     print(f"model: {args.model}")
-    print(f"method: {result.method} ADVI, eta {vi.eta:g}, {vi.iterations} iterations, "
-          f"{vi.grad_evals} gradient evaluations, {result.seconds:.2f} s")  # fmt: skip
+    print(
+        f"method: {result.method} ADVI, eta {vi.eta:g}, {vi.iterations} iterations, "
+        f"{vi.grad_evals} gradient evaluations, {result.seconds:.2f} s"
+    )
     print(f"ELBO: {vi.elbo:.6g} ({'converged' if vi.converged else 'NOT converged'})")
     for name, fam in result.families.items():
         print(f"  q({name}): {fam}")
@@ -183,14 +230,22 @@ def cmd_check(args) -> int:
         else:
             lp = model.log_joint(model.random_init(np.random.default_rng(0))[None, :])
             if not np.all(np.isfinite(lp)):
-                print("note: the log density is not finite at a random initial point", file=sys.stderr)
+                print(
+                    "note: the log density is not finite at a random initial point", file=sys.stderr
+                )
         print(f"data OK: {len(model.data)} values, {model.dim} unconstrained parameters")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in SUBCOMMANDS:
+        # options and data files may come in any order (`ppl fit M --set J=8 data.csv`)
+        args = SUBCOMMANDS[argv[0]].parse_intermixed_args(argv[1:])
+        args.command = argv[0]
+    else:
+        args = parser.parse_args(argv)
     start = time.perf_counter()
     try:
         _validate_options(args)
@@ -203,8 +258,10 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.close()
         return 0
     except KeyboardInterrupt:
-        print(f"\ninterrupted after {time.perf_counter() - start:.1f} s; nothing was written",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"\ninterrupted after {time.perf_counter() - start:.1f} s; nothing was written",
+            file=sys.stderr,
+        )
         return 130
     except RecursionError:
         print("error: the model is nested too deeply to compile", file=sys.stderr)
@@ -212,8 +269,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - a bug of ours: say so in one line, no traceback
         if os.environ.get("PPL_DEBUG"):
             raise
-        print(f"internal error: {type(e).__name__}: {e}\n(this is a bug in ppl; rerun with "
-              "PPL_DEBUG=1 for the traceback and please report it)", file=sys.stderr)  # fmt: skip
+        print(
+            f"internal error: {type(e).__name__}: {e}\n(this is a bug in ppl; rerun with "
+            "PPL_DEBUG=1 for the traceback and please report it)",
+            file=sys.stderr,
+        )
         return 1
 
 

@@ -59,14 +59,31 @@ def _transform_kind(spec: ast.TypeSpec) -> str:
     return spec.kind
 
 
+def _dependent_support(kind: str, spec: ast.TypeSpec) -> str:
+    """Support of a parameter whose bounds involve other parameters (known only at run time)."""
+    if kind == "lower_upper":
+        return "interval"
+    if kind == "lower":
+        lower = spec.bounds["lower"]
+        return "positive" if isinstance(lower, ast.Num) and lower.value == 0 else "lower"
+    if kind == "upper":
+        return "upper"
+    return "real"
+
+
 def _names(node) -> set[str]:
     return {e.name for e in ast.iter_exprs(node) if isinstance(e, ast.Var)}
 
 
 class CompiledModel:
-    def __init__(self, checked: CheckedProgram, data: dict[str, np.ndarray], seed: int = 0,
-                 vectorise: bool = True):  # fmt: skip
-        """`vectorise=False` runs every `for` loop one index at a time (for testing and debugging)."""
+    def __init__(
+        self,
+        checked: CheckedProgram,
+        data: dict[str, np.ndarray],
+        seed: int = 0,
+        vectorise: bool = True,
+    ):
+        """`vectorise=False` runs every `for` loop one index at a time (testing, debugging)."""
         self.checked = checked
         self.vectorise = vectorise
         self.program = checked.program
@@ -74,8 +91,13 @@ class CompiledModel:
         self.per_sample = False
         self.data = dict(data)
         rng = np.random.default_rng(seed)
-        ev = Evaluator(self.program, self.data, rng=rng, devectorised=self.devectorised,
-                       vectorise=self.vectorise)
+        ev = Evaluator(
+            self.program,
+            self.data,
+            rng=rng,
+            devectorised=self.devectorised,
+            vectorise=self.vectorise,
+        )
         self._run_block(ev, self.program.transformed_data, "transformed data")
         for name in checked.names_in("transformed_data"):
             v = self.data.get(name)
@@ -115,8 +137,10 @@ class CompiledModel:
             v = np.asarray(value, dtype=float)
             bad = v < bound if which == "lower" else v > bound
             if np.any(bad):
-                raise ModelError(f"{self.program.filename}:{decl.pos.line}: {label} variable "
-                                 f"'{decl.name}' breaks its {which} bound")  # fmt: skip
+                raise ModelError(
+                    f"{self.program.filename}:{decl.pos.line}: {label} variable "
+                    f"'{decl.name}' breaks its {which} bound"
+                )
 
     def _layout(self) -> list[Latent]:
         latents = []
@@ -142,16 +166,39 @@ class CompiledModel:
                     for bname, bexpr in d.spec.bounds.items():
                         bounds[bname] = self._aligned_bound(ev.expr(bexpr), bexpr.type, stype)
                         self._check_bound_shape(d, bname, bounds[bname], tuple(shape))
-                    fixed = make_transform(kind, **bounds) if kind != "identity" else make_transform("identity")
+                    fixed = (
+                        make_transform(kind, **bounds)
+                        if kind != "identity"
+                        else make_transform("identity")
+                    )
                     t = fixed
-                else:
-                    t = make_transform(kind, **{k: 0.0 if k != "upper" else 1.0 for k in d.spec.bounds}
-                                       ) if kind != "identity" else make_transform("identity")  # fmt: skip
+                else:  # bounds depend on other parameters: the layout only needs the kind
+                    t = (
+                        make_transform(
+                            kind, **{k: 0.0 if k != "upper" else 1.0 for k in d.spec.bounds}
+                        )
+                        if kind != "identity"
+                        else make_transform("identity")
+                    )
                 ushape = tuple(t.unconstrained_shape(shape))
-                support = t.support
+                support = t.support if fixed is not None else _dependent_support(kind, d.spec)
             size = int(np.prod(ushape, dtype=int))
-            latents.append(Latent(d.name, d, stype, tuple(shape), ushape, offset, size, kind, support,
-                                  binary, fixed, bound_names))  # fmt: skip
+            latents.append(
+                Latent(
+                    d.name,
+                    d,
+                    stype,
+                    tuple(shape),
+                    ushape,
+                    offset,
+                    size,
+                    kind,
+                    support,
+                    binary,
+                    fixed,
+                    bound_names,
+                )
+            )
             offset += size
             param_names.add(d.name)
         return latents
@@ -164,10 +211,16 @@ class CompiledModel:
         except ValueError:
             ok = False
         if not ok:
-            raise ModelError(format_location(
-                self.program.filename, self.program.source, d.pos.line, d.pos.col,
-                f"the {bname} bound of '{d.name}' has dimensions {list(bshape)} but '{d.name}' "
-                f"has dimensions {list(shape)}"))  # fmt: skip
+            raise ModelError(
+                format_location(
+                    self.program.filename,
+                    self.program.source,
+                    d.pos.line,
+                    d.pos.col,
+                    f"the {bname} bound of '{d.name}' has dimensions {list(bshape)} but '{d.name}' "
+                    f"has dimensions {list(shape)}",
+                )
+            )
 
     @staticmethod
     def _aligned_bound(value, btype: SType, ptype: SType):
@@ -185,29 +238,40 @@ class CompiledModel:
         log_jac = 0.0
         for lat in self.latents:
             if lat.binary:
-                raise FitError(f"parameter '{lat.name}' is binary; this method needs continuous latents")
+                raise FitError(
+                    f"parameter '{lat.name}' is binary; this method needs continuous latents"
+                )
             u = zeta[:, lat.offset : lat.offset + lat.size]
             u = anp.reshape(u, (S,) + lat.ushape)
             t = lat.fixed_transform
             if t is None:
-                bounds = {k: self._aligned_bound(ev.expr(e), e.type, lat.stype)
-                          for k, e in lat.decl.spec.bounds.items()}  # fmt: skip
+                bounds = {
+                    k: self._aligned_bound(ev.expr(e), e.type, lat.stype)
+                    for k, e in lat.decl.spec.bounds.items()
+                }
                 t = make_transform(lat.kind, check=False, **bounds)
             try:
                 x, lj = t.forward(u, len(lat.shape))
             except ValueError as e:
                 d = lat.decl
-                raise ModelError(format_location(
-                    self.program.filename, self.program.source, d.pos.line, d.pos.col,
-                    f"cannot apply the bounds of '{lat.name}': {e}")) from None  # fmt: skip
+                raise ModelError(
+                    format_location(
+                        self.program.filename,
+                        self.program.source,
+                        d.pos.line,
+                        d.pos.col,
+                        f"cannot apply the bounds of '{lat.name}': {e}",
+                    )
+                ) from None
             env[lat.name] = x
             log_jac = log_jac + lj
         return log_jac
 
     def _evaluate(self, zeta, with_model: bool = True, rng=None):
         env = dict(self.data)
-        ev = Evaluator(self.program, env, rng=rng, devectorised=self.devectorised,
-                       vectorise=self.vectorise)
+        ev = Evaluator(
+            self.program, env, rng=rng, devectorised=self.devectorised, vectorise=self.vectorise
+        )
         log_jac = self._constrain(zeta, env, ev)
         ev.run(self.program.transformed_parameters)
         if with_model:
@@ -240,7 +304,9 @@ class CompiledModel:
         return anp.concatenate(out)
 
     # ---- outputs
-    def constrained_draws(self, zeta: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    def constrained_draws(
+        self, zeta: np.ndarray, rng: np.random.Generator
+    ) -> dict[str, np.ndarray]:
         """Parameters, transformed parameters and generated quantities for each row of zeta."""
         S = zeta.shape[0]
         try:
@@ -249,11 +315,14 @@ class CompiledModel:
         except (NeedsPerSample, Rejected):
             return self._per_draw_outputs(zeta, rng)
         out = {}
-        for name in self.checked.names_in("parameters") + self.checked.names_in("transformed_parameters"):
+        for name in self.checked.names_in("parameters") + self.checked.names_in(
+            "transformed_parameters"
+        ):
             out[name] = self._with_sample_axis(env[name], self.checked.symbols[name].stype, S)
         if self.program.generated_quantities:
-            ev = Evaluator(self.program, env, rng=rng, devectorised=self.devectorised,
-                       vectorise=self.vectorise)
+            ev = Evaluator(
+                self.program, env, rng=rng, devectorised=self.devectorised, vectorise=self.vectorise
+            )
             try:
                 self._run_block(ev, self.program.generated_quantities, "generated quantities")
             except NeedsPerSample:
@@ -275,9 +344,14 @@ class CompiledModel:
             except Rejected as r:
                 raise FitError(f"reject() in generated quantities: {r}") from None
             env = self._materialise(env)
-            names = (self.checked.names_in("parameters") + self.checked.names_in("transformed_parameters")
-                     + self.checked.names_in("generated_quantities"))  # fmt: skip
-            rows.append({n: self._with_sample_axis(env[n], self.checked.symbols[n].stype, 1) for n in names})
+            names = (
+                self.checked.names_in("parameters")
+                + self.checked.names_in("transformed_parameters")
+                + self.checked.names_in("generated_quantities")
+            )
+            rows.append(
+                {n: self._with_sample_axis(env[n], self.checked.symbols[n].stype, 1) for n in names}
+            )
         return {n: np.concatenate([r[n] for r in rows]) for n in rows[0]}
 
     @staticmethod
@@ -291,8 +365,11 @@ class CompiledModel:
         if b == 0:
             arr = arr[None]
         elif b > 1:
-            arr = arr.reshape((arr.shape[0],) + arr.shape[b:]) if all(
-                s == 1 for s in arr.shape[1:b]) else arr  # fmt: skip
+            arr = (
+                arr.reshape((arr.shape[0],) + arr.shape[b:])
+                if all(s == 1 for s in arr.shape[1:b])
+                else arr
+            )
         return np.broadcast_to(arr, (S,) + arr.shape[1:]).copy()
 
     def random_init(self, rng: np.random.Generator, radius: float = 2.0) -> np.ndarray:
@@ -300,8 +377,9 @@ class CompiledModel:
         return rng.uniform(-radius, radius, size=self.dim)
 
 
-def compile_model(checked: CheckedProgram, data: dict[str, np.ndarray], seed: int = 0,
-                  vectorise: bool = True) -> CompiledModel:  # fmt: skip
+def compile_model(
+    checked: CheckedProgram, data: dict[str, np.ndarray], seed: int = 0, vectorise: bool = True
+) -> CompiledModel:
     try:
         return CompiledModel(checked, data, seed, vectorise)
     except DataError:

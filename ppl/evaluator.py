@@ -93,8 +93,14 @@ class ElementList:
 class Evaluator:
     """Executes statements; `env` maps names to arrays (or ElementLists being filled)."""
 
-    def __init__(self, program: ast.Program, env: dict, rng=None, vectorise: bool = True,
-                 devectorised: set | None = None):  # fmt: skip
+    def __init__(
+        self,
+        program: ast.Program,
+        env: dict,
+        rng=None,
+        vectorise: bool = True,
+        devectorised: set | None = None,
+    ):
         self.program = program
         self.env = env
         self.target = 0.0
@@ -208,8 +214,13 @@ class Evaluator:
         hi = self.int_value(self.expr(s.hi), s.hi)
         if hi < lo:
             return
-        if (self.vectorise and not self.in_vector_loop and s not in self.devectorised
-                and hi - lo >= 1 and vectorisable(s)):  # fmt: skip
+        if (
+            self.vectorise
+            and not self.in_vector_loop
+            and s not in self.devectorised
+            and hi - lo >= 1
+            and vectorisable(s)
+        ):
             self._current_loop = s
             self.in_vector_loop = True
             self.env[s.var] = onp.arange(lo, hi + 1).reshape(1, -1)
@@ -258,8 +269,9 @@ class Evaluator:
             fill = onp.nan if stype.base == "real" else 0
             if stype.ndim and shape[0] > 0:
                 elem_shape = shape[1:]
-                self.env[d.name] = ElementList([None] * shape[0], stype.element(), elem_shape,
-                                               stype.base)  # fmt: skip
+                self.env[d.name] = ElementList(
+                    [None] * shape[0], stype.element(), elem_shape, stype.base
+                )
             else:
                 self.env[d.name] = onp.full(shape, fill)
         else:
@@ -273,8 +285,11 @@ class Evaluator:
     def check_shape(self, node, name, value, vtype: SType, shape: tuple[int, ...]) -> None:
         vshape = tuple(np.shape(value))[np.ndim(value) - vtype.ndim :] if vtype.ndim else ()
         if vshape != tuple(shape):
-            raise self.error(node, f"size mismatch: '{name}' is declared with dimensions "
-                             f"{list(shape)} but the value has {list(vshape)}")  # fmt: skip
+            raise self.error(
+                node,
+                f"size mismatch: '{name}' is declared with dimensions "
+                f"{list(shape)} but the value has {list(vshape)}",
+            )
 
     def lookup_var(self, name: str, node):
         try:
@@ -348,7 +363,11 @@ class Evaluator:
             positions = [int(k) for k in onp.asarray(_raw(idx)).ravel()]
             return self._set_positions(current, vtype, positions, rest, value, value_type, node)
         # slices
-        n = len(current.items) if isinstance(current, ElementList) else _type_shape(current, vtype)[0]
+        n = (
+            len(current.items)
+            if isinstance(current, ElementList)
+            else _type_shape(current, vtype)[0]
+        )
         lo, hi = self.slice_bounds(first, n)
         positions = list(range(lo, hi + 1))
         return self._set_positions(current, vtype, positions, rest, value, value_type, node)
@@ -376,7 +395,9 @@ class Evaluator:
         """`x[i] = v` inside a vectorised loop: v's loop axis becomes x's first type axis."""
         lo, hi = self._loop_range
         arr = onp.asarray(_raw(idx)).reshape(-1)
-        if arr.size != hi - lo + 1 or not onp.array_equal(arr, onp.arange(arr[0], arr[0] + arr.size)):
+        if arr.size != hi - lo + 1 or not onp.array_equal(
+            arr, onp.arange(arr[0], arr[0] + arr.size)
+        ):
             raise Devectorise(self._current_loop)
         a, b = int(arr[0]), int(arr[-1])
         if isinstance(current, ElementList):
@@ -399,8 +420,10 @@ class Evaluator:
         parts = align_batch([before, moved, after], [vtype.ndim] * 3)
         nb = np.ndim(parts[1]) - vtype.ndim
         batch = onp.broadcast_shapes(*[np.shape(p)[:nb] for p in parts])
-        parts = [p if np.shape(p)[:nb] == batch else p * onp.ones(batch + (1,) * vtype.ndim)
-                 for p in parts]  # fmt: skip
+        parts = [
+            p if np.shape(p)[:nb] == batch else p * onp.ones(batch + (1,) * vtype.ndim)
+            for p in parts
+        ]
         return np.concatenate(parts, axis=nb)
 
     # ---- model statements
@@ -444,8 +467,9 @@ class Evaluator:
         if isinstance(e, ast.BinOp):
             if e.op in ("&&", "||"):
                 return self.logical(e)
-            return self.binop(e.op, self.expr(e.left), e.left.type, self.expr(e.right),
-                              e.right.type, e)  # fmt: skip
+            return self.binop(
+                e.op, self.expr(e.left), e.left.type, self.expr(e.right), e.right.type, e
+            )
         if isinstance(e, ast.UnOp):
             v = self.expr(e.operand)
             if e.op == "neg":
@@ -476,7 +500,9 @@ class Evaluator:
             vals = align_batch(vals, [k] * len(vals))
             nb = np.ndim(vals[0]) - k
             batch = onp.broadcast_shapes(*[np.shape(v)[:nb] for v in vals])
-            vals = [v if np.shape(v)[:nb] == batch else v * onp.ones(batch + (1,) * k) for v in vals]
+            vals = [
+                v if np.shape(v)[:nb] == batch else v * onp.ones(batch + (1,) * k) for v in vals
+            ]
             out = np.stack(vals, axis=nb)
             return out
         if isinstance(e, ast.Call):
@@ -504,7 +530,12 @@ class Evaluator:
             return _int_binop(op, a, b, self, node)
         if op == "*":
             return matmul(a, ta, b, tb)
-        if op in ("/", "%/%", "%") and ta.is_int and tb.is_int and onp.any(onp.asarray(_raw(b)) == 0):
+        if (
+            op in ("/", "%/%", "%")
+            and ta.is_int
+            and tb.is_int
+            and onp.any(onp.asarray(_raw(b)) == 0)
+        ):
             raise self.error(node, f"integer {'modulus' if op == '%' else 'division'} by zero")
         if op == "/" and ta.is_int and tb.is_int:
             x, y = align([a, b], [ta.ndim, tb.ndim])
@@ -524,8 +555,14 @@ class Evaluator:
             return np.fmod(x, y)
         if op == "%/%":
             return np.trunc(x / y).astype(int)
-        cmp = {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
-               ">": np.greater, ">=": np.greater_equal}[op]  # fmt: skip
+        cmp = {
+            "==": np.equal,
+            "!=": np.not_equal,
+            "<": np.less,
+            "<=": np.less_equal,
+            ">": np.greater,
+            ">=": np.greater_equal,
+        }[op]
         result = cmp(x, y)
         return result.astype(int) if hasattr(result, "astype") else int(result)
 
@@ -540,14 +577,19 @@ class Evaluator:
 
     def index(self, e: ast.Index):
         base = e.base
-        if (isinstance(base, ast.Var) and len(e.items) == 1 and e.items[0].kind == "single"
-                and isinstance(self.env.get(base.name), ElementList)):  # fmt: skip
+        if (
+            isinstance(base, ast.Var)
+            and len(e.items) == 1
+            and e.items[0].kind == "single"
+            and isinstance(self.env.get(base.name), ElementList)
+        ):
             idx = self.expr(e.items[0].lo)
             if isinstance(idx, int):
                 lst = self.env[base.name]
                 if not 1 <= idx <= len(lst.items):
-                    raise self.error(e, f"index {idx} out of range 1..{len(lst.items)} for "
-                                     f"'{base.name}'")  # fmt: skip
+                    raise self.error(
+                        e, f"index {idx} out of range 1..{len(lst.items)} for '{base.name}'"
+                    )
                 v = lst.items[idx - 1]
                 if v is None:
                     return onp.full(lst.elem_shape, onp.nan if lst.base == "real" else 0)
@@ -565,8 +607,11 @@ class Evaluator:
                 if isinstance(idx, int) or onp.ndim(_raw(idx)) == 0:
                     i = int(_raw(idx))
                     if not 1 <= i <= n:
-                        raise self.error(item.lo, f"index {i} out of range 1..{n}"
-                                         + (f" for '{base.name}'" if isinstance(base, ast.Var) else ""))  # fmt: skip
+                        raise self.error(
+                            item.lo,
+                            f"index {i} out of range 1..{n}"
+                            + (f" for '{base.name}'" if isinstance(base, ast.Var) else ""),
+                        )
                     value = value[(slice(None),) * (b + axis) + (i - 1,)]
                     ndim_left -= 1
                     continue
@@ -614,8 +659,11 @@ class Evaluator:
 
     def draw(self, dist, args, types, node):
         if self.rng is None:
-            raise self.error(node, "random number generators are only available in generated "
-                             "quantities and transformed data")  # fmt: skip
+            raise self.error(
+                node,
+                "random number generators are only available in generated "
+                "quantities and transformed data",
+            )
         ndims = [t.ndim for t in types]
         events = list(dist.param_ndims)
         vec = max([k - ev for k, ev in zip(ndims, events, strict=True)] + [0])
@@ -625,9 +673,16 @@ class Evaluator:
         shaped = []
         for a, b, k, ev in zip(arrs, batches, ndims, events, strict=True):
             shape = a.shape
-            shaped.append(a.reshape(shape[:b] + (1,) * (nb - b) + (1,) * (vec - (k - ev)) + shape[b:]))
-        lead = onp.broadcast_shapes(*[a.shape[: a.ndim - ev] for a, ev in zip(shaped, events, strict=True)])
-        shaped = [onp.broadcast_to(a, lead + a.shape[a.ndim - ev:]) for a, ev in zip(shaped, events, strict=True)]
+            shaped.append(
+                a.reshape(shape[:b] + (1,) * (nb - b) + (1,) * (vec - (k - ev)) + shape[b:])
+            )
+        lead = onp.broadcast_shapes(
+            *[a.shape[: a.ndim - ev] for a, ev in zip(shaped, events, strict=True)]
+        )
+        shaped = [
+            onp.broadcast_to(a, lead + a.shape[a.ndim - ev :])
+            for a, ev in zip(shaped, events, strict=True)
+        ]
         out = dist.sample(self.rng, *shaped, size=lead)
         return onp.asarray(out)
 
@@ -675,8 +730,17 @@ def _int_binop(op, a, b, ev, node):
             raise ev.error(node, "integer division by zero")
         return a / b
     # operators evaluated lazily: a dict of every result would compute a / b for `k == 0`
-    return int({"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
-                ">": operator.gt, ">=": operator.ge, ".*": operator.mul}[op](a, b))  # fmt: skip
+    return int(
+        {
+            "==": operator.eq,
+            "!=": operator.ne,
+            "<": operator.lt,
+            "<=": operator.le,
+            ">": operator.gt,
+            ">=": operator.ge,
+            ".*": operator.mul,
+        }[op](a, b)
+    )
 
 
 def _type_shape(value, t: SType) -> tuple[int, ...]:

@@ -52,7 +52,9 @@ def _elementwise_rule(types):
     first = shaped[0]
     for t in shaped[1:]:
         if (t.kind, t.adims) != (first.kind, first.adims):
-            raise SignatureError(f"arguments of types {first} and {t} cannot be combined elementwise")
+            raise SignatureError(
+                f"arguments of types {first} and {t} cannot be combined elementwise"
+            )
     return _real_of(first)
 
 
@@ -97,8 +99,11 @@ def _elementwise(fn):
 
 def _log1m_exp(x):
     # log(1 - exp(x)) for x < 0, stable on both sides of log(1/2)
-    return where(x > -0.693147, np.log(-np.expm1(np.minimum(x, -1e-300))),
-                 np.log1p(-np.exp(np.minimum(x, 0.0))))  # fmt: skip
+    return where(
+        x > -0.693147,
+        np.log(-np.expm1(np.minimum(x, -1e-300))),
+        np.log1p(-np.exp(np.minimum(x, 0.0))),
+    )
 
 
 def _softplus(x):
@@ -106,26 +111,62 @@ def _softplus(x):
 
 
 _UNARY = {
-    "exp": np.exp, "log": np.log, "log1p": np.log1p, "expm1": np.expm1, "sqrt": np.sqrt,
+    "exp": np.exp,
+    "log": np.log,
+    "log1p": np.log1p,
+    "expm1": np.expm1,
+    "sqrt": np.sqrt,
     "cbrt": lambda x: np.sign(x) * np.abs(x) ** (1.0 / 3.0),  # np.cbrt has no VJP
-    "square": np.square, "inv": lambda x: 1.0 / x, "inv_sqrt": lambda x: 1.0 / np.sqrt(x),
-    "inv_square": lambda x: 1.0 / np.square(x), "log2": np.log2, "log10": np.log10, "exp2": np.exp2,
-    "log1m": lambda x: np.log1p(-x), "inv_logit": sps.expit, "logit": sps.logit,
-    "log_inv_logit": lambda x: -_softplus(-x), "log1m_inv_logit": lambda x: -_softplus(x),
-    "log1m_exp": _log1m_exp, "log1p_exp": _softplus, "softplus": _softplus,
-    "lgamma": sps.gammaln, "digamma": sps.digamma, "tgamma": sps.gamma, "sin": np.sin,
-    "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
-    "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh, "acosh": np.arccosh,
-    "atanh": np.arctanh, "erf": sps.erf, "erfc": sps.erfc, "Phi": lambda x: 0.5 * sps.erfc(-x / np.sqrt(2.0)),
-    "Phi_approx": lambda x: sps.expit(0.07056 * x**3 + 1.5976 * x), "inv_Phi": lambda x: -np.sqrt(2.0) * sps.erfcinv(2.0 * x),
+    "square": np.square,
+    "inv": lambda x: 1.0 / x,
+    "inv_sqrt": lambda x: 1.0 / np.sqrt(x),
+    "inv_square": lambda x: 1.0 / np.square(x),
+    "log2": np.log2,
+    "log10": np.log10,
+    "exp2": np.exp2,
+    "log1m": lambda x: np.log1p(-x),
+    "inv_logit": sps.expit,
+    "logit": sps.logit,
+    "log_inv_logit": lambda x: -_softplus(-x),
+    "log1m_inv_logit": lambda x: -_softplus(x),
+    "log1m_exp": _log1m_exp,
+    "log1p_exp": _softplus,
+    "softplus": _softplus,
+    "lgamma": sps.gammaln,
+    "digamma": sps.digamma,
+    "tgamma": sps.gamma,
+    "sin": np.sin,
+    "cos": np.cos,
+    "tan": np.tan,
+    "asin": np.arcsin,
+    "acos": np.arccos,
+    "atan": np.arctan,
+    "sinh": np.sinh,
+    "cosh": np.cosh,
+    "tanh": np.tanh,
+    "asinh": np.arcsinh,
+    "acosh": np.arccosh,
+    "atanh": np.arctanh,
+    "erf": sps.erf,
+    "erfc": sps.erfc,
+    "Phi": lambda x: 0.5 * sps.erfc(-x / np.sqrt(2.0)),
+    "Phi_approx": lambda x: sps.expit(0.07056 * x**3 + 1.5976 * x),
+    "inv_Phi": lambda x: -np.sqrt(2.0) * sps.erfcinv(2.0 * x),
     "trigamma": lambda x: sps.polygamma(1, x),
-    "fabs": np.abs, "floor": np.floor, "ceil": np.ceil, "round": np.round, "trunc": np.trunc,
-    "inv_cloglog": lambda x: -np.expm1(-np.exp(x)), "log_mix_placeholder": None,
-}  # fmt: skip
+    "fabs": np.abs,
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "round": np.round,
+    "trunc": np.trunc,
+    "inv_cloglog": lambda x: -np.expm1(-np.exp(x)),
+    "log_mix_placeholder": None,
+}
 del _UNARY["log_mix_placeholder"]
 
 for _name, _fn in _UNARY.items():
-    _register(_name, _unary_real_rule, (lambda fn: lambda args, types: fn(args[0]))(_fn), nargs=(1,))
+    _register(
+        _name, _unary_real_rule, (lambda fn: lambda args, types: fn(args[0]))(_fn), nargs=(1,)
+    )
 
 
 def _abs_rule(types):
@@ -135,17 +176,24 @@ def _abs_rule(types):
 _register("abs", _abs_rule, lambda args, types: np.abs(args[0]), nargs=(1,))
 
 _BINARY = {
-    "pow": np.power, "fmin": np.minimum, "fmax": np.maximum, "fdim": lambda a, b: np.maximum(a - b, 0.0),
-    "hypot": lambda a, b: np.sqrt(a * a + b * b), "atan2": np.arctan2, "fmod": np.fmod,
+    "pow": np.power,
+    "fmin": np.minimum,
+    "fmax": np.maximum,
+    "fdim": lambda a, b: np.maximum(a - b, 0.0),
+    "hypot": lambda a, b: np.sqrt(a * a + b * b),
+    "atan2": np.arctan2,
+    "fmod": np.fmod,
     "log_diff_exp": lambda a, b: a + _log1m_exp(b - a),
     "lbeta": lambda a, b: sps.gammaln(a) + sps.gammaln(b) - sps.gammaln(a + b),
     "lchoose": lambda n, k: sps.gammaln(n + 1) - sps.gammaln(k + 1) - sps.gammaln(n - k + 1),
-    "binomial_coefficient_log": lambda n, k: sps.gammaln(n + 1) - sps.gammaln(k + 1) - sps.gammaln(n - k + 1),
+    "binomial_coefficient_log": lambda n, k: (
+        sps.gammaln(n + 1) - sps.gammaln(k + 1) - sps.gammaln(n - k + 1)
+    ),
     "log_inv_logit_diff": lambda a, b: np.log(sps.expit(a) - sps.expit(b)),
     "multiply_log": xlogy,
     "lmultiply": xlogy,
     "owens_t": None,
-}  # fmt: skip
+}
 del _BINARY["owens_t"]
 for _name, _fn in _BINARY.items():
     _register(_name, _elementwise_rule, _elementwise(_fn), nargs=(2,))
@@ -178,10 +226,16 @@ _register("is_nan", lambda t: INT, lambda args, types: np.isnan(args[0]).astype(
 
 # ---- constants -----------------------------------------------------------------------------------
 _CONSTANTS = {
-    "pi": onp.pi, "e": onp.e, "sqrt2": onp.sqrt(2.0), "log2": onp.log(2.0), "log10": onp.log(10.0),
-    "not_a_number": onp.nan, "positive_infinity": onp.inf, "negative_infinity": -onp.inf,
+    "pi": onp.pi,
+    "e": onp.e,
+    "sqrt2": onp.sqrt(2.0),
+    "log2": onp.log(2.0),
+    "log10": onp.log(10.0),
+    "not_a_number": onp.nan,
+    "positive_infinity": onp.inf,
+    "negative_infinity": -onp.inf,
     "machine_precision": onp.finfo(float).eps,
-}  # fmt: skip
+}
 CONSTANTS = _CONSTANTS
 
 
@@ -256,8 +310,12 @@ def _norm2(args, types):
 
 
 _register("norm2", lambda t: REAL, _norm2, nargs=(1,))
-_register("dot_self", lambda t: REAL,
-          lambda args, types: np.sum(args[0] ** 2, axis=_type_axes(types[0])), nargs=(1,))  # fmt: skip
+_register(
+    "dot_self",
+    lambda t: REAL,
+    lambda args, types: np.sum(args[0] ** 2, axis=_type_axes(types[0])),
+    nargs=(1,),
+)
 
 
 # ---- sizes ---------------------------------------------------------------------------------------
@@ -464,8 +522,9 @@ def _linspaced(args, types):
 
 
 _register("linspaced_vector", _fixed(VECTOR), _linspaced, size_args=(0,), nargs=(3,))
-_register("linspaced_array", lambda t: SType("real", "scalar", 1), _linspaced, size_args=(0,),
-          nargs=(3,))  # fmt: skip
+_register(
+    "linspaced_array", lambda t: SType("real", "scalar", 1), _linspaced, size_args=(0,), nargs=(3,)
+)
 
 
 def _append(axis_kind):
@@ -493,7 +552,11 @@ def _append(axis_kind):
             a = a[..., :, None]
         if tb.kind == "vector":
             b = b[..., :, None]
-        nd = 1 if (ta.kind in ("row_vector", "scalar") and tb.kind in ("row_vector", "scalar")) else 2
+        nd = (
+            1
+            if (ta.kind in ("row_vector", "scalar") and tb.kind in ("row_vector", "scalar"))
+            else 2
+        )
         a, b = align_batch([a, b], [nd, nd])
         a, b = _broadcast_batch(a, b, nd)
         return np.concatenate([a, b], axis=-1)
@@ -572,10 +635,18 @@ def _dot_product(args, types):
 
 
 _register("dot_product", _fixed(REAL), _dot_product, nargs=(2,))
-_register("columns_dot_product", _fixed(ROW_VECTOR),
-          lambda args, types: np.sum(args[0] * args[1], axis=-2), nargs=(2,))  # fmt: skip
-_register("rows_dot_product", _fixed(VECTOR),
-          lambda args, types: np.sum(args[0] * args[1], axis=-1), nargs=(2,))  # fmt: skip
+_register(
+    "columns_dot_product",
+    _fixed(ROW_VECTOR),
+    lambda args, types: np.sum(args[0] * args[1], axis=-2),
+    nargs=(2,),
+)
+_register(
+    "rows_dot_product",
+    _fixed(VECTOR),
+    lambda args, types: np.sum(args[0] * args[1], axis=-1),
+    nargs=(2,),
+)
 
 
 def _transpose_last(x):
@@ -607,15 +678,27 @@ _register("cholesky_decompose", _fixed(MATRIX), _cholesky, nargs=(1,))
 _register("inverse", _fixed(MATRIX), lambda args, types: np.linalg.inv(args[0]), nargs=(1,))
 _register("inverse_spd", _fixed(MATRIX), lambda args, types: np.linalg.inv(args[0]), nargs=(1,))
 _register("determinant", _fixed(REAL), lambda args, types: np.linalg.det(args[0]), nargs=(1,))
-_register("log_determinant", _fixed(REAL),
-          lambda args, types: np.linalg.slogdet(args[0])[1], nargs=(1,))  # fmt: skip
-_register("tcrossprod", _fixed(MATRIX),
-          lambda args, types: np.matmul(args[0], _transpose_last(args[0])), nargs=(1,))  # fmt: skip
-_register("crossprod", _fixed(MATRIX),
-          lambda args, types: np.matmul(_transpose_last(args[0]), args[0]), nargs=(1,))  # fmt: skip
-_register("multiply_lower_tri_self_transpose", _fixed(MATRIX),
-          lambda args, types: np.matmul(np.tril(args[0]), _transpose_last(np.tril(args[0]))),
-          nargs=(1,))  # fmt: skip
+_register(
+    "log_determinant", _fixed(REAL), lambda args, types: np.linalg.slogdet(args[0])[1], nargs=(1,)
+)
+_register(
+    "tcrossprod",
+    _fixed(MATRIX),
+    lambda args, types: np.matmul(args[0], _transpose_last(args[0])),
+    nargs=(1,),
+)
+_register(
+    "crossprod",
+    _fixed(MATRIX),
+    lambda args, types: np.matmul(_transpose_last(args[0]), args[0]),
+    nargs=(1,),
+)
+_register(
+    "multiply_lower_tri_self_transpose",
+    _fixed(MATRIX),
+    lambda args, types: np.matmul(np.tril(args[0]), _transpose_last(np.tril(args[0]))),
+    nargs=(1,),
+)
 
 
 def _diag_pre_multiply(args, types):
@@ -680,7 +763,7 @@ _register("log_softmax", _fixed(VECTOR), _log_softmax, nargs=(1,))
 
 
 def _gp_exp_quad_cov(args, types):
-    """Squared-exponential kernel alpha^2 exp(-|x_i - x_j|^2 / (2 rho^2)) over an array of points."""
+    """Squared-exponential kernel alpha^2 exp(-|x_i - x_j|^2 / (2 rho^2)) over array points."""
     x, alpha, rho = args
     tx = types[0]
     x = to_array(x)

@@ -28,18 +28,36 @@ from ppl import ast
 from ppl.checker import CheckedProgram, decl_type
 
 _BLOCK_LABEL = {
-    "data": "data", "transformed_data": "transformed data", "parameters": "parameters",
-    "transformed_parameters": "transformed parameters", "model": "model (local)",
+    "data": "data",
+    "transformed_data": "transformed data",
+    "parameters": "parameters",
+    "transformed_parameters": "transformed parameters",
+    "model": "model (local)",
     "generated_quantities": "generated quantities",
-}  # fmt: skip
+}
 
 # The supports a node can have (Node.support), as printed by `ppl ir`.
 SUPPORTS = (
-    "real", "positive", "nonnegative", "lower-bounded", "upper-bounded", "interval", "int",
-    "positive int", "nonnegative int", "binary", "simplex", "ordered", "positive_ordered",
-    "unit_vector", "sum_to_zero_vector", "cov_matrix", "corr_matrix", "cholesky_factor_cov",
+    "real",
+    "positive",
+    "nonnegative",
+    "lower-bounded",
+    "upper-bounded",
+    "interval",
+    "int",
+    "positive int",
+    "nonnegative int",
+    "binary",
+    "simplex",
+    "ordered",
+    "positive_ordered",
+    "unit_vector",
+    "sum_to_zero_vector",
+    "cov_matrix",
+    "corr_matrix",
+    "cholesky_factor_cov",
     "cholesky_factor_corr",
-)  # fmt: skip
+)
 
 
 @dataclass
@@ -90,8 +108,11 @@ class Graph:
         while changed:
             changed = False
             for n in self.nodes:
-                if (n.kind in ("deterministic", "latent") and n.name not in downstream
-                        and downstream & set(n.parents)):  # fmt: skip
+                if (
+                    n.kind in ("deterministic", "latent")
+                    and n.name not in downstream
+                    and downstream & set(n.parents)
+                ):
                     downstream.add(n.name)
                     changed = True
         return [n for n in self.nodes if n.kind == "factor" and downstream & set(n.parents)]
@@ -110,8 +131,11 @@ class Graph:
             "deterministic": "shape=ellipse, style=dashed",
             "factor": 'shape=box, style=filled, fillcolor="#333333", fontcolor=white, fontsize=9',
         }
-        lines = [f"digraph {_dot_quote(self.model)} {{", "  rankdir=TB;",
-                 "  node [fontname=Helvetica];"]  # fmt: skip
+        lines = [
+            f"digraph {_dot_quote(self.model)} {{",
+            "  rankdir=TB;",
+            "  node [fontname=Helvetica];",
+        ]
         ids = {n.name: f"n{i}" for i, n in enumerate(self.nodes)}
         for n in self.nodes:
             if n.kind == "factor":
@@ -149,21 +173,46 @@ class Graph:
         shapes = "from the data" if concrete else "symbolic (give data for concrete shapes)"
         out = [f"model: {self.model}", f"shapes: {shapes}"]
         sections = [
-            ("data", "data (observed / fixed)",
-             ["name", "type", "shape", "support", "block", "depends on"],
-             lambda n: [n.name, n.type, shape(n), _support_text(n),
-                        _BLOCK_LABEL.get(n.block, n.block), deps(n)]),
-            ("latent", "latent parameters (approximated by the variational family)",
-             ["name", "type", "shape", "support", "transform", "family", "depends on"],
-             lambda n: [n.name, n.type, shape(n), _support_text(n), n.transform or "-",
-                        n.family or "-", deps(n)]),
-            ("deterministic", "deterministic nodes (functions of their parents)",
-             ["name", "type", "shape", "block", "parents"],
-             lambda n: [n.name, n.type, shape(n), _BLOCK_LABEL.get(n.block, n.block), deps(n)]),
-            ("factor", "factors (terms of the log density)",
-             ["id", "line", "statement", "parents"],
-             lambda n: [n.name, str(n.line), n.text, deps(n)]),
-        ]  # fmt: skip
+            (
+                "data",
+                "data (observed / fixed)",
+                ["name", "type", "shape", "support", "block", "depends on"],
+                lambda n: [
+                    n.name,
+                    n.type,
+                    shape(n),
+                    _support_text(n),
+                    _BLOCK_LABEL.get(n.block, n.block),
+                    deps(n),
+                ],
+            ),
+            (
+                "latent",
+                "latent parameters (approximated by the variational family)",
+                ["name", "type", "shape", "support", "transform", "family", "depends on"],
+                lambda n: [
+                    n.name,
+                    n.type,
+                    shape(n),
+                    _support_text(n),
+                    n.transform or "-",
+                    n.family or "-",
+                    deps(n),
+                ],
+            ),
+            (
+                "deterministic",
+                "deterministic nodes (functions of their parents)",
+                ["name", "type", "shape", "block", "parents"],
+                lambda n: [n.name, n.type, shape(n), _BLOCK_LABEL.get(n.block, n.block), deps(n)],
+            ),
+            (
+                "factor",
+                "factors (terms of the log density)",
+                ["id", "line", "statement", "parents"],
+                lambda n: [n.name, str(n.line), n.text, deps(n)],
+            ),
+        ]
         for kind, title, header, row in sections:
             nodes = self.of_kind(kind)
             out.append("")
@@ -207,8 +256,26 @@ def _support_text(n: Node) -> str:
 
 # ---- source text of expressions and types ----------------------------------------------------
 
-_PREC = {"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 4, "<=": 4, ">": 4, ">=": 4, "+": 5, "-": 5,
-         "*": 6, "/": 6, "%/%": 6, "%": 6, ".*": 6, "./": 6, "^": 8, ".^": 8}  # fmt: skip
+_PREC = {
+    "||": 1,
+    "&&": 2,
+    "==": 3,
+    "!=": 3,
+    "<": 4,
+    "<=": 4,
+    ">": 4,
+    ">=": 4,
+    "+": 5,
+    "-": 5,
+    "*": 6,
+    "/": 6,
+    "%/%": 6,
+    "%": 6,
+    ".*": 6,
+    "./": 6,
+    "^": 8,
+    ".^": 8,
+}
 
 
 def expr_text(e, parent_prec: int = 0) -> str:
@@ -363,8 +430,11 @@ class _Deps:
         if isinstance(s, ast.Decl):
             if block not in ("data", "parameters"):
                 self.decls.setdefault(s.name, (s, block))
-            self.add(s.name, clean(_names([s.init] if s.init else []) + conds),
-                     clean(_names(s.spec.sizes + s.spec.array_sizes) + ranges))  # fmt: skip
+            self.add(
+                s.name,
+                clean(_names([s.init] if s.init else []) + conds),
+                clean(_names(s.spec.sizes + s.spec.array_sizes) + ranges),
+            )
         elif isinstance(s, ast.Assign):
             lhs = s.lhs
             while isinstance(lhs, ast.Index):
@@ -425,10 +495,21 @@ def build_graph(checked: CheckedProgram, model=None, method: str = "advi") -> Gr
 
     nodes: list[Node] = []
     for d in program.data:
-        nodes.append(Node(d.name, "data", "data", type_text(d.spec), shape_of(d.spec),
-                          _support(d.spec, False), _names(list(d.spec.bounds.values())),
-                          line=d.pos.line, dims=_dims(d.spec), bounds=_bounds(d.spec),
-                          sizes=_names(d.spec.sizes + d.spec.array_sizes)))  # fmt: skip
+        nodes.append(
+            Node(
+                d.name,
+                "data",
+                "data",
+                type_text(d.spec),
+                shape_of(d.spec),
+                _support(d.spec, False),
+                _names(list(d.spec.bounds.values())),
+                line=d.pos.line,
+                dims=_dims(d.spec),
+                bounds=_bounds(d.spec),
+                sizes=_names(d.spec.sizes + d.spec.array_sizes),
+            )
+        )
     deps = _Deps()
     empty = ([], [], [])
     deps.walk(program.transformed_data, "transformed_data", empty, frozenset())
@@ -441,10 +522,19 @@ def build_graph(checked: CheckedProgram, model=None, method: str = "advi") -> Gr
         support = _support(d.spec, False)
         if support == "real" and t.is_int:
             support = "int"
-        return Node(name, kind, block, type_text(d.spec), shape_of(d.spec), support,
-                    _names(list(d.spec.bounds.values())) + deps.parents.get(name, []),
-                    line=d.pos.line, dims=_dims(d.spec), bounds=_bounds(d.spec),
-                    sizes=deps.sizes.get(name, []))  # fmt: skip
+        return Node(
+            name,
+            kind,
+            block,
+            type_text(d.spec),
+            shape_of(d.spec),
+            support,
+            _names(list(d.spec.bounds.values())) + deps.parents.get(name, []),
+            line=d.pos.line,
+            dims=_dims(d.spec),
+            bounds=_bounds(d.spec),
+            sizes=deps.sizes.get(name, []),
+        )
 
     for name, (d, block) in deps.decls.items():
         if block == "transformed_data":
@@ -452,11 +542,23 @@ def build_graph(checked: CheckedProgram, model=None, method: str = "advi") -> Gr
     for d in program.parameters:
         transform = "binary" if d.spec.kind == "int" else _transform_kind(d.spec)
         support = _support(d.spec, True)
-        nodes.append(Node(d.name, "latent", "parameters", type_text(d.spec), shape_of(d.spec),
-                          support, _names(list(d.spec.bounds.values())),
-                          _family(transform, support, method), transform, d.pos.line,
-                          dims=_dims(d.spec), bounds=_bounds(d.spec),
-                          sizes=_names(d.spec.sizes + d.spec.array_sizes)))  # fmt: skip
+        nodes.append(
+            Node(
+                d.name,
+                "latent",
+                "parameters",
+                type_text(d.spec),
+                shape_of(d.spec),
+                support,
+                _names(list(d.spec.bounds.values())),
+                _family(transform, support, method),
+                transform,
+                d.pos.line,
+                dims=_dims(d.spec),
+                bounds=_bounds(d.spec),
+                sizes=_names(d.spec.sizes + d.spec.array_sizes),
+            )
+        )
     for name, (d, block) in deps.decls.items():
         if block != "transformed_data":
             nodes.append(decl_node(name, d, block, "deterministic"))
@@ -472,8 +574,21 @@ def build_graph(checked: CheckedProgram, model=None, method: str = "advi") -> Gr
         kind = "~" if isinstance(s, ast.Tilde) else "target +="
         parents = [n for n in names if n in known]
         sizes = [n for n in ranges if n in known]
-        nodes.append(Node(f"{prefix}{i}", "factor", "model", kind, None, "", parents, family,
-                          line=s.pos.line, text=text, sizes=sizes))  # fmt: skip
+        nodes.append(
+            Node(
+                f"{prefix}{i}",
+                "factor",
+                "model",
+                kind,
+                None,
+                "",
+                parents,
+                family,
+                line=s.pos.line,
+                text=text,
+                sizes=sizes,
+            )
+        )
     kinds = {n.name: n.kind for n in nodes}
     for n in nodes:
         parents = [p for p in n.parents if p in known]

@@ -68,9 +68,14 @@ def _check(loop: ast.For) -> bool:
         # every read of an outer array written here must be exactly name[var, ...]
         for s in stmts:
             reads = list(_reads(s))
-            allowed = {id(e.base) for e in reads if isinstance(e, ast.Index)
-                       and isinstance(e.base, ast.Var) and e.base.name == name
-                       and _is_loop_element(e, var, dependent)}  # fmt: skip
+            allowed = {
+                id(e.base)
+                for e in reads
+                if isinstance(e, ast.Index)
+                and isinstance(e.base, ast.Var)
+                and e.base.name == name
+                and _is_loop_element(e, var, dependent)
+            }
             for e in reads:
                 if isinstance(e, ast.Var) and e.name == name and id(e) not in allowed:
                     return False

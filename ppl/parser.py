@@ -24,10 +24,22 @@ _TERMINAL_NAMES = {
 
 
 _TYPE_WORDS = {
-    "int", "real", "vector", "row_vector", "matrix", "array", "simplex", "ordered", "positive_ordered",
-    "unit_vector", "sum_to_zero_vector", "cov_matrix", "corr_matrix", "cholesky_factor_cov",
+    "int",
+    "real",
+    "vector",
+    "row_vector",
+    "matrix",
+    "array",
+    "simplex",
+    "ordered",
+    "positive_ordered",
+    "unit_vector",
+    "sum_to_zero_vector",
+    "cov_matrix",
+    "corr_matrix",
+    "cholesky_factor_cov",
     "cholesky_factor_corr",
-}  # fmt: skip
+}
 _CLOSERS = {";", "}", ")", "]", ",", ">"}
 
 
@@ -53,10 +65,25 @@ def _tok_pos(tok) -> ast.Pos:
 
 
 _BINOPS = {
-    "add": "+", "sub": "-", "mul": "*", "div": "/", "intdiv": "%/%", "mod": "%",
-    "elt_mul": ".*", "elt_div": "./", "pow": "^", "elt_pow": ".^", "eq": "==", "ne": "!=",
-    "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "and_op": "&&", "or_op": "||",
-}  # fmt: skip
+    "add": "+",
+    "sub": "-",
+    "mul": "*",
+    "div": "/",
+    "intdiv": "%/%",
+    "mod": "%",
+    "elt_mul": ".*",
+    "elt_div": "./",
+    "pow": "^",
+    "elt_pow": ".^",
+    "eq": "==",
+    "ne": "!=",
+    "lt": "<",
+    "le": "<=",
+    "gt": ">",
+    "ge": ">=",
+    "and_op": "&&",
+    "or_op": "||",
+}
 
 
 @v_args(meta=True)
@@ -329,7 +356,9 @@ def parse(source: str, filename: str = "<model>") -> ast.Program:
         raise ModelSyntaxError(format_location(filename, source, line, col, msg)) from None
     except lark.exceptions.UnexpectedEOF as e:
         lines = source.splitlines() or [""]
-        msg = f"syntax error: unexpected end of file; expected {_describe_expected(set(e.expected))}"
+        msg = (
+            f"syntax error: unexpected end of file; expected {_describe_expected(set(e.expected))}"
+        )
         raise ModelSyntaxError(
             format_location(filename, source, len(lines), len(lines[-1]) + 1, msg)
         ) from None

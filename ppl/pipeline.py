@@ -66,8 +66,17 @@ def data_specs(checked: CheckedProgram) -> list[DataSpec]:
             sizes = sizes * 2
         dims = [_dim(e, program, names) for e in spec.array_sizes + sizes]
         text = lines[d.pos.line - 1].strip() if 0 < d.pos.line <= len(lines) else ""
-        specs.append(DataSpec(d.name, t.base, dims, _bound(spec.bounds.get("lower"), program),
-                              _bound(spec.bounds.get("upper"), program), d.pos.line, text))  # fmt: skip
+        specs.append(
+            DataSpec(
+                d.name,
+                t.base,
+                dims,
+                _bound(spec.bounds.get("lower"), program),
+                _bound(spec.bounds.get("upper"), program),
+                d.pos.line,
+                text,
+            )
+        )
         names.add(d.name)
     return specs
 
@@ -76,8 +85,9 @@ def read_data(checked: CheckedProgram, paths: list[str], sets: dict[str, str] | 
     return load_data(data_specs(checked), list(paths), sets or {})
 
 
-def build(model_path: str, data_paths: list[str], sets: dict[str, str] | None = None,
-          seed: int = 0) -> CompiledModel:  # fmt: skip
+def build(
+    model_path: str, data_paths: list[str], sets: dict[str, str] | None = None, seed: int = 0
+) -> CompiledModel:
     checked = load_model(model_path)
     data = read_data(checked, data_paths, sets)
     return CompiledModel(checked, data, seed)
@@ -103,10 +113,20 @@ def family_of(latent, method: str) -> str:
     return f"{gauss} on the unconstrained scale ({latent.kind} transform, support {latent.support})"
 
 
-def fit(model: CompiledModel, method: str = "advi", *, iterations: int = 10000, seed: int = 0,
-        draws: int = 1000, tol_rel_obj: float = 0.01, eta: float | None = None,
-        grad_samples: int | None = None, elbo_samples: int = 100, refine_draws: int = 64,
-        progress: Callable[[int, float | None], None] | None = None) -> FitResult:  # fmt: skip
+def fit(
+    model: CompiledModel,
+    method: str = "advi",
+    *,
+    iterations: int = 10000,
+    seed: int = 0,
+    draws: int = 1000,
+    tol_rel_obj: float = 0.01,
+    eta: float | None = None,
+    grad_samples: int | None = None,
+    elbo_samples: int = 100,
+    refine_draws: int = 64,
+    progress: Callable[[int, float | None], None] | None = None,
+) -> FitResult:
     """Fit the model's latents with the chosen method; return constrained posterior draws."""
     if method not in METHODS:
         raise ModelError(f"unknown method '{method}'; choose one of {', '.join(METHODS)}")
@@ -114,7 +134,8 @@ def fit(model: CompiledModel, method: str = "advi", *, iterations: int = 10000, 
     binary = [lat.name for lat in model.latents if lat.binary]
     if binary:
         raise ModelError(
-            f"parameter(s) {', '.join(binary)} are binary (int<lower=0, upper=1>); method '{method}' "
+            f"parameter(s) {', '.join(binary)} are binary (int<lower=0, upper=1>); "
+            f"method '{method}' "
             "needs continuous latents. Binary latents need the score-function estimator "
             "(--method bbvi), which is not available in this version."
         )
@@ -124,13 +145,24 @@ def fit(model: CompiledModel, method: str = "advi", *, iterations: int = 10000, 
     rng = np.random.default_rng(seed)
     init = model.random_init(rng)
     kwargs = {} if grad_samples is None else {"grad_samples": grad_samples}
-    vi = fit_advi(model.log_joint, model.dim, method=vi_method, max_iter=iterations,
-                  tol_rel_obj=tol_rel_obj, eta=eta, elbo_samples=elbo_samples, init=init,
-                  seed=int(rng.integers(2**31)), progress=progress, **kwargs)  # fmt: skip
+    vi = fit_advi(
+        model.log_joint,
+        model.dim,
+        method=vi_method,
+        max_iter=iterations,
+        tol_rel_obj=tol_rel_obj,
+        eta=eta,
+        elbo_samples=elbo_samples,
+        init=init,
+        seed=int(rng.integers(2**31)),
+        progress=progress,
+        **kwargs,
+    )
     refine_info = None
     if refine_draws > 0:
-        vi, refine_info = polish(model.log_joint, vi, init, draws=refine_draws,
-                                 seed=int(rng.integers(2**31)))  # fmt: skip
+        vi, refine_info = polish(
+            model.log_joint, vi, init, draws=refine_draws, seed=int(rng.integers(2**31))
+        )
     zeta = vi.sample(rng, draws)
     values = model.constrained_draws(zeta, rng)
     for name, arr in values.items():
@@ -139,8 +171,9 @@ def fit(model: CompiledModel, method: str = "advi", *, iterations: int = 10000, 
             vi.warnings.append(f"{bad} of {draws} draws of '{name}' are not finite")
     seconds = time.perf_counter() - start
     families = {lat.name: family_of(lat, vi_method) for lat in model.latents}
-    return FitResult(model, vi_method, vi, values, seed, seconds, families, list(vi.warnings),
-                     refine_info)  # fmt: skip
+    return FitResult(
+        model, vi_method, vi, values, seed, seconds, families, list(vi.warnings), refine_info
+    )
 
 
 def check_finite_result(result: FitResult) -> None:

@@ -41,8 +41,10 @@ def summarise(draws: dict[str, np.ndarray]) -> list[tuple[str, float, float, flo
     mean = matrix.mean(axis=0)
     sd = matrix.std(axis=0, ddof=1) if matrix.shape[0] > 1 else np.zeros(len(names))
     q5, q50, q95 = np.quantile(matrix, [0.05, 0.5, 0.95], axis=0)
-    return [(n, *map(float, row)) for n, row in zip(names, zip(mean, sd, q5, q50, q95, strict=True),
-                                                    strict=True)]
+    return [
+        (n, *map(float, row))
+        for n, row in zip(names, zip(mean, sd, q5, q50, q95, strict=True), strict=True)
+    ]
 
 
 def format_table(rows, max_rows: int = 60) -> str:

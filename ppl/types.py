@@ -1,7 +1,8 @@
 """Static types of the language and the batch-axis conventions that runtime arrays follow.
 
-A runtime value is an array whose trailing `stype.ndim` axes are the value's own and whose leading axes
-are batch axes (axis 0: Monte Carlo samples; a vectorised loop adds axis 1). See docs/conventions.md.
+A runtime value is an array whose trailing `stype.ndim` axes are the value's own and whose
+leading axes are batch axes (axis 0: Monte Carlo samples; a vectorised loop adds axis 1).
+See docs/conventions.md.
 """
 
 from __future__ import annotations
@@ -59,11 +60,21 @@ ROW_VECTOR = SType("real", "row_vector")
 MATRIX = SType("real", "matrix")
 
 SPEC_KIND = {
-    "int": "scalar", "real": "scalar", "vector": "vector", "row_vector": "row_vector",
-    "matrix": "matrix", "simplex": "vector", "ordered": "vector", "positive_ordered": "vector",
-    "unit_vector": "vector", "sum_to_zero_vector": "vector", "cov_matrix": "matrix",
-    "corr_matrix": "matrix", "cholesky_factor_cov": "matrix", "cholesky_factor_corr": "matrix",
-}  # fmt: skip
+    "int": "scalar",
+    "real": "scalar",
+    "vector": "vector",
+    "row_vector": "row_vector",
+    "matrix": "matrix",
+    "simplex": "vector",
+    "ordered": "vector",
+    "positive_ordered": "vector",
+    "unit_vector": "vector",
+    "sum_to_zero_vector": "vector",
+    "cov_matrix": "matrix",
+    "corr_matrix": "matrix",
+    "cholesky_factor_cov": "matrix",
+    "cholesky_factor_corr": "matrix",
+}
 
 
 def batch_ndim(value, stype: SType) -> int:

@@ -26,7 +26,9 @@ DRAWS = 4000
 
 
 def _model(text: str, data: dict) -> CompiledModel:
-    return CompiledModel(check(parse(text, "test.model")), {k: np.asarray(v) for k, v in data.items()})
+    return CompiledModel(
+        check(parse(text, "test.model")), {k: np.asarray(v) for k, v in data.items()}
+    )
 
 
 def test_conjugate_normal_mean_recovered_by_both_families():
@@ -66,7 +68,7 @@ def test_fullrank_recovers_mean_and_covariance_of_bayesian_linear_regression():
     draws = result.draws["beta"]
     sd = np.sqrt(np.diag(cov))
     assert np.all(np.abs(draws.mean(axis=0) - mean) < 5 * sd / np.sqrt(DRAWS))
-    # covariance entries of 4000 draws: standard error about sd_i sd_j sqrt(2 / 4000) = 0.022 sd_i sd_j
+    # covariance entries of 4000 draws: standard error ~ sd_i sd_j sqrt(2 / 4000) = 0.022 sd_i sd_j
     err = np.abs(np.cov(draws.T) - cov) / np.outer(sd, sd)
     assert err.max() < 0.1
     # the mean-field optimum for a Gaussian target: exact means, variances 1 / diag(precision)
@@ -102,6 +104,8 @@ def test_posteriordb_means_within_0_3_reference_sd(name):
     result = fit(model, PASSING[name], seed=1, draws=DRAWS)
     names, matrix = flatten_draws(result.draws)
     column = {n: i for i, n in enumerate(names)}
-    errors = {p: abs(matrix[:, column[p]].mean() - r["mean"]) / r["sd"] for p, r in reference.items()}
+    errors = {
+        p: abs(matrix[:, column[p]].mean() - r["mean"]) / r["sd"] for p, r in reference.items()
+    }
     worst = max(errors, key=errors.get)
     assert errors[worst] < 0.3, f"{name}: {worst} is {errors[worst]:.2f} reference sd off"

@@ -52,9 +52,15 @@ def noncentered_nodata() -> Graph:
 def test_node_kinds(noncentered):
     kinds = {n.name: n.kind for n in noncentered.nodes}
     assert {k: v for k, v in kinds.items() if not k.startswith("f")} == {
-        "J": "data", "y": "data", "sigma": "data", "mu": "latent", "tau": "latent",
-        "theta_trans": "latent", "theta": "deterministic", "y_rep": "deterministic",
-    }  # fmt: skip
+        "J": "data",
+        "y": "data",
+        "sigma": "data",
+        "mu": "latent",
+        "tau": "latent",
+        "theta_trans": "latent",
+        "theta": "deterministic",
+        "y_rep": "deterministic",
+    }
     factors = noncentered.of_kind("factor")
     assert [f.name for f in factors] == ["f1", "f2", "f3", "f4"]
     assert [f.line for f in factors] == [21, 22, 23, 24]
@@ -87,8 +93,10 @@ def test_shapes_with_and_without_data(noncentered, noncentered_nodata):
 
 
 def test_matrix_shapes_from_csv_data():
-    g = graph_of(MODELS / "linear_regression" / "linear_regression.model",
-                 MODELS / "linear_regression" / "boston.csv")  # fmt: skip
+    g = graph_of(
+        MODELS / "linear_regression" / "linear_regression.model",
+        MODELS / "linear_regression" / "boston.csv",
+    )
     assert g.node("X").shape == [506, 4]
     assert g.node("X").dims == ["N", "K"]
     assert g.node("beta").shape == [4]
@@ -206,8 +214,11 @@ def test_factors_of_through_dependent_bounds():
     parameters { real a; real<lower=a> b; }
     model { a ~ normal(0, 1); b ~ normal(0, 1); y ~ normal(b, 1); }
     """)
-    assert [f.text for f in g.factors_of("a")] == ["a ~ normal(0, 1);", "b ~ normal(0, 1);",
-                                                   "y ~ normal(b, 1);"]  # fmt: skip
+    assert [f.text for f in g.factors_of("a")] == [
+        "a ~ normal(0, 1);",
+        "b ~ normal(0, 1);",
+        "y ~ normal(b, 1);",
+    ]
 
 
 def test_control_dependencies_and_loop_context():
@@ -267,9 +278,17 @@ def test_json_round_trip(noncentered):
 
 def test_text_output_lists_everything(noncentered):
     text = noncentered.to_text()
-    needles = ["data (observed / fixed): 3", "latent parameters", "deterministic nodes",
-               "factors (terms of the log density): 4", "transformed parameters",
-               "y ~ normal(theta, sigma);", "mu, tau, theta_trans", "(8,)", "positive"]  # fmt: skip
+    needles = [
+        "data (observed / fixed): 3",
+        "latent parameters",
+        "deterministic nodes",
+        "factors (terms of the log density): 4",
+        "transformed parameters",
+        "y ~ normal(theta, sigma);",
+        "mu, tau, theta_trans",
+        "(8,)",
+        "positive",
+    ]
     for needle in needles:
         assert needle in text, needle
 
@@ -291,8 +310,9 @@ def test_dot_is_a_plausible_digraph(noncentered):
 @pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz `dot` is not installed")
 def test_dot_renders_with_graphviz(noncentered):
     for g in (noncentered, graph_of(MODELS / "epilepsy" / "poisson_gamma.model")):
-        out = subprocess.run(["dot", "-Tsvg"], input=g.to_dot(), capture_output=True, text=True,
-                             timeout=60)  # fmt: skip
+        out = subprocess.run(
+            ["dot", "-Tsvg"], input=g.to_dot(), capture_output=True, text=True, timeout=60
+        )
         assert out.returncode == 0, out.stderr
         assert "<svg" in out.stdout
 

@@ -45,8 +45,25 @@ def test_pyproject_ships_every_package_and_the_grammar():
 
 
 def test_cli_module_help_runs(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "ppl.cli", "--help"], capture_output=True,
-                         text=True, cwd=tmp_path, timeout=120)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "ppl.cli", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     for command in ("fit", "ir", "check"):
         assert command in out.stdout
+
+
+def test_language_doc_names_every_function_and_distribution():
+    import re
+
+    from ppl.distributions import DISTRIBUTIONS
+    from ppl.functions import CONSTANTS, LIBRARY
+
+    names = set(re.findall(r"`([A-Za-z_0-9]+)`", (ROOT / "docs" / "language.md").read_text()))
+    for group in (LIBRARY, CONSTANTS, DISTRIBUTIONS):
+        missing = sorted(set(group) - names)
+        assert not missing, f"docs/language.md does not list: {', '.join(missing)}"

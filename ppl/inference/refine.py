@@ -30,7 +30,9 @@ def _lower_from(diag_log, off, dim: int):
     rows = []
     for i in range(dim):
         start = i * (i - 1) // 2
-        rows.append(anp.concatenate([off[start : start + i], diag[i : i + 1], np.zeros(dim - i - 1)]))
+        rows.append(
+            anp.concatenate([off[start : start + i], diag[i : i + 1], np.zeros(dim - i - 1)])
+        )
     return anp.stack(rows)
 
 
@@ -73,8 +75,9 @@ class _Coordinates:
             sign[sign == 0] = 1.0
             B0 = B0 * sign[None, :]  # keep a positive diagonal; columns' signs do not change q
             rows, cols = np.tril_indices(self.dim, -1)
-            self.theta0 = np.concatenate([np.zeros(self.dim), np.log(np.maximum(np.diag(B0), 1e-300)),
-                                          B0[rows, cols]])  # fmt: skip
+            self.theta0 = np.concatenate(
+                [np.zeros(self.dim), np.log(np.maximum(np.diag(B0), 1e-300)), B0[rows, cols]]
+            )
 
     def initial(self) -> np.ndarray:
         if self.method == "meanfield":
@@ -144,8 +147,15 @@ def _preconditioner(log_joint: Callable, q: VIResult, eps: np.ndarray) -> np.nda
         return fallback
 
 
-def refine(log_joint: Callable, start: VIResult, *, draws: int = 64, seed: int = 0,
-           max_iter: int = 2000, rounds: int = 3) -> tuple[VIResult, dict]:  # fmt: skip
+def refine(
+    log_joint: Callable,
+    start: VIResult,
+    *,
+    draws: int = 64,
+    seed: int = 0,
+    max_iter: int = 2000,
+    rounds: int = 3,
+) -> tuple[VIResult, dict]:
     """Maximise the ELBO over `draws` fixed standard-normal draws, starting from `start`.
 
     Each round re-preconditions at the current fit and runs L-BFGS; rounds stop once one of
@@ -186,8 +196,13 @@ def refine(log_joint: Callable, start: VIResult, *, draws: int = 64, seed: int =
                 best["value"], best["theta"] = value, np.array(theta, dtype=float)
             return value, grad
 
-        opt = minimize(fun, coords.initial(), jac=True, method="L-BFGS-B",
-                       options={"maxiter": max_iter, "maxcor": 30, "ftol": 1e-13, "gtol": 1e-9})  # fmt: skip
+        opt = minimize(
+            fun,
+            coords.initial(),
+            jac=True,
+            method="L-BFGS-B",
+            options={"maxiter": max_iter, "maxcor": 30, "ftol": 1e-13, "gtol": 1e-9},
+        )
         iterations += int(opt.nit)
         message = str(opt.message)
         # a line search that stalls with a tiny gradient has stalled at the optimum
@@ -200,8 +215,14 @@ def refine(log_joint: Callable, start: VIResult, *, draws: int = 64, seed: int =
         previous = best["value"]
         if np.isfinite(improved) and improved < 1e-6 * max(1.0, abs(previous)):
             break
-    info = {"draws": draws, "iterations": iterations, "gradient_evaluations": calls["n"] * draws,
-            "message": message, "objective": -previous, "converged": converged}  # fmt: skip
+    info = {
+        "draws": draws,
+        "iterations": iterations,
+        "gradient_evaluations": calls["n"] * draws,
+        "message": message,
+        "objective": -previous,
+        "converged": converged,
+    }
     return q, info
 
 
@@ -226,19 +247,35 @@ def _as_method(q: VIResult, method: str) -> VIResult:
     L = q.scale_tril
     if method == "meanfield":
         L = np.diag(np.sqrt(np.sum(L**2, axis=1)))
-    return VIResult(method=method, mean=q.mean.copy(), scale_tril=L.copy(),
-                    elbo_trace=list(q.elbo_trace), elbo=q.elbo, iterations=q.iterations,
-                    grad_evals=q.grad_evals, converged=q.converged, eta=q.eta, seconds=q.seconds,
-                    warnings=list(q.warnings), grad_samples=q.grad_samples,
-                    adapt_iterations=q.adapt_iterations, eta_trials=list(q.eta_trials),
-                    averaged=q.averaged, lp_evals=q.lp_evals, dropped_draws=q.dropped_draws)  # fmt: skip
+    return VIResult(
+        method=method,
+        mean=q.mean.copy(),
+        scale_tril=L.copy(),
+        elbo_trace=list(q.elbo_trace),
+        elbo=q.elbo,
+        iterations=q.iterations,
+        grad_evals=q.grad_evals,
+        converged=q.converged,
+        eta=q.eta,
+        seconds=q.seconds,
+        warnings=list(q.warnings),
+        grad_samples=q.grad_samples,
+        adapt_iterations=q.adapt_iterations,
+        eta_trials=list(q.eta_trials),
+        averaged=q.averaged,
+        lp_evals=q.lp_evals,
+        dropped_draws=q.dropped_draws,
+    )
 
 
-def laplace(log_joint: Callable, init: np.ndarray, method: str, max_iter: int = 3000) -> VIResult | None:
+def laplace(
+    log_joint: Callable, init: np.ndarray, method: str, max_iter: int = 3000
+) -> VIResult | None:
     """Gaussian at the mode of the unconstrained density with the inverse Hessian as covariance.
 
     Near-Gaussian posteriors (regressions, even badly scaled ones) get an excellent start this way;
-    posteriors without a mode (funnels) give None or a poor candidate that the ELBO comparison drops.
+    posteriors without a mode (funnels) give None or a poor candidate that the ELBO comparison
+    drops.
     """
     dim = len(init)
 
@@ -256,8 +293,13 @@ def laplace(log_joint: Callable, init: np.ndarray, method: str, max_iter: int = 
         return value, grad
 
     with np.errstate(all="ignore"):
-        opt = minimize(fun, np.asarray(init, float), jac=True, method="L-BFGS-B",
-                       options={"maxiter": max_iter, "maxcor": 30, "ftol": 1e-14, "gtol": 1e-10})  # fmt: skip
+        opt = minimize(
+            fun,
+            np.asarray(init, float),
+            jac=True,
+            method="L-BFGS-B",
+            options={"maxiter": max_iter, "maxcor": 30, "ftol": 1e-14, "gtol": 1e-10},
+        )
     mode = opt.x
     if not np.isfinite(opt.fun) or dim > _MAX_DENSE_PRECONDITIONER:
         return None
@@ -273,8 +315,18 @@ def laplace(log_joint: Callable, init: np.ndarray, method: str, max_iter: int = 
         return None
     if method == "meanfield":
         L = np.diag(1.0 / np.sqrt(np.diag(H)))
-    return VIResult(method=method, mean=mode, scale_tril=L, elbo_trace=[], elbo=-np.inf,
-                    iterations=0, grad_evals=0, converged=False, eta=0.0, seconds=0.0)  # fmt: skip
+    return VIResult(
+        method=method,
+        mean=mode,
+        scale_tril=L,
+        elbo_trace=[],
+        elbo=-np.inf,
+        iterations=0,
+        grad_evals=0,
+        converged=False,
+        eta=0.0,
+        seconds=0.0,
+    )
 
 
 def _best(log_joint: Callable, candidates: list[VIResult], probe: np.ndarray) -> VIResult:
@@ -282,8 +334,9 @@ def _best(log_joint: Callable, candidates: list[VIResult], probe: np.ndarray) ->
     return candidates[int(np.argmax(scores))]
 
 
-def polish(log_joint: Callable, sga: VIResult, init: np.ndarray, *, draws: int = 64,
-           seed: int = 0) -> tuple[VIResult, dict]:  # fmt: skip
+def polish(
+    log_joint: Callable, sga: VIResult, init: np.ndarray, *, draws: int = 64, seed: int = 0
+) -> tuple[VIResult, dict]:
     """Refine a stochastic ADVI fit; full-rank goes through a mean-field stage first.
 
     Each stage starts from whichever candidate (the ADVI result, a Laplace approximation,
@@ -295,9 +348,13 @@ def polish(log_joint: Callable, sga: VIResult, init: np.ndarray, *, draws: int =
     lap = laplace(log_joint, init, "fullrank")
     q0 = _as_method(sga, "meanfield")
     q0.mean, q0.scale_tril = np.asarray(init, float).copy(), 0.1 * np.eye(sga.dim)
-    candidates = [_as_method(sga, "meanfield"), q0] + ([_as_method(lap, "meanfield")] if lap else [])
+    candidates = [_as_method(sga, "meanfield"), q0] + (
+        [_as_method(lap, "meanfield")] if lap else []
+    )
     for c in candidates:
-        c.scale_tril = np.minimum(c.scale_tril, 1.0) if c is not candidates[-1] or not lap else c.scale_tril
+        c.scale_tril = (
+            np.minimum(c.scale_tril, 1.0) if c is not candidates[-1] or not lap else c.scale_tril
+        )
     D = sga.dim
     # enough fixed draws that the objective cannot be over-fitted by the variational parameters
     mf_draws = int(min(max(draws, 4 * D), 256))
@@ -306,8 +363,9 @@ def polish(log_joint: Callable, sga: VIResult, init: np.ndarray, *, draws: int =
     stages = [dict(info, family="meanfield")]
     if method == "fullrank":
         candidates = [_as_method(q, "fullrank"), sga] + ([lap] if lap else [])
-        q, info = refine(log_joint, _best(log_joint, candidates, probe), draws=fr_draws,
-                         seed=seed + 1)  # fmt: skip
+        q, info = refine(
+            log_joint, _best(log_joint, candidates, probe), draws=fr_draws, seed=seed + 1
+        )
         stages.append(dict(info, family="fullrank"))
     evals = sum(s["gradient_evaluations"] for s in stages)
     # keep the stochastic fit if the polished one is not better on independent draws
@@ -324,10 +382,19 @@ def polish(log_joint: Callable, sga: VIResult, init: np.ndarray, *, draws: int =
     out = q if used else sga
     if used and not sga.converged and stages[-1]["converged"]:
         out.converged = True
-        out.warnings.append("stochastic ADVI stopped at the iteration limit; the deterministic "
-                            "polish then reached the optimum of the fixed-draw ELBO")  # fmt: skip
+        out.warnings.append(
+            "stochastic ADVI stopped at the iteration limit; the deterministic "
+            "polish then reached the optimum of the fixed-draw ELBO"
+        )
     out.grad_evals = sga.grad_evals + evals
     out.elbo = polished if used else (original if np.isfinite(original) else sga.elbo)
     out.iterations = sga.iterations
-    return out, {"used": bool(used), "draws": draws, "stages": stages, "gradient_evaluations": evals,
-                 "laplace": lap is not None, "elbo_advi": original, "elbo_polished": polished}
+    return out, {
+        "used": bool(used),
+        "draws": draws,
+        "stages": stages,
+        "gradient_evaluations": evals,
+        "laplace": lap is not None,
+        "elbo_advi": original,
+        "elbo_polished": polished,
+    }
