@@ -167,6 +167,15 @@ def cmd_fit(args) -> int:
         f"method: {result.method} ADVI, eta {vi.eta:g}, {vi.iterations} iterations, "
         f"{vi.grad_evals} gradient evaluations, {result.seconds:.2f} s"
     )
+    polish = result.refinement or {}
+    if polish.get("used"):
+        stages = ", ".join(f"{st['family']} {st['iterations']} it" for st in polish["stages"])
+        print(
+            f"polish: L-BFGS on a fixed-draw ELBO ({stages}); ELBO {polish['elbo_advi']:.6g} "
+            f"-> {polish['elbo_polished']:.6g}"
+        )
+    elif polish:
+        print("polish: did not improve the stochastic ADVI fit; kept it")
     print(f"ELBO: {vi.elbo:.6g} ({'converged' if vi.converged else 'NOT converged'})")
     for name, fam in result.families.items():
         print(f"  q({name}): {fam}")
@@ -187,6 +196,7 @@ def cmd_fit(args) -> int:
         "draws": args.draws,
         "warnings": result.warnings,
         "families": result.families,
+        "polish": result.refinement,
     }
     if args.output:
         files = write_outputs(args.output, result, info)

@@ -2,7 +2,7 @@
 
 epil_seizure_counts.csv is the copied MASS `epil` data (Thall & Vail 1990): 59 patients x 4
 two-week periods, long format. Run from anywhere:  python models/epilepsy/make_data.py
-Reads only the copy next to this script (never ../shared).
+Reads only the copy next to this script (never the workspace's shared data folder).
 
 epil.csv columns (one row per patient-period, N = 236 rows):
     y        seizure count in the two-week period

@@ -1,7 +1,7 @@
 """Build boston.csv (columns y, X.1..X.4) from boston_mass.csv, the copied MASS `Boston` data.
 
 Run from anywhere:  python models/linear_regression/make_data.py
-Reads only the copy next to this script (never ../shared).
+Reads only the copy next to this script (never the workspace's shared data folder).
 
     y   = log(medv)    log median home value (medv in $1000s)
     X.1 = rm           average number of rooms per dwelling

@@ -2,7 +2,7 @@
 
 pima_mass.csv is the copied MASS `Pima.tr` + `Pima.te` data (column `split` = train / test,
 Ripley 1996). Run from anywhere:  python models/logistic_regression/make_data.py
-Reads only the copy next to this script (never ../shared).
+Reads only the copy next to this script (never the workspace's shared data folder).
 
     y   = diabetes (1 = diabetic by WHO criteria)
     X.1 = npreg   X.2 = glu   X.3 = bp   X.4 = skin   X.5 = bmi   X.6 = ped   X.7 = age

@@ -1,0 +1,130 @@
+"""Time the compiled log joint: milliseconds per value and per value+gradient call.
+
+For every posteriordb model (models/posteriordb/*/ with data.json) and the example models in
+models/*/, builds the compiled model and times `log_joint(zeta)` on S unconstrained draws
+(default S = 10), alone and with its gradient (autograd's `make_vjp`, as ADVI does each step).
+
+    python benchmarks/gradient_speed.py [--draws 10] [--seconds 0.5] [--only NAME]
+                                        [--save FILE.json] [--compare FILE.json]
+
+`--save` writes the timings as JSON; `--compare` adds the saved timings and the speed-up
+(saved / now) as extra columns, for before/after tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from autograd import make_vjp
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ppl.pipeline import build  # noqa: E402
+
+MODELS = ROOT / "models"
+
+# example models and their data (models/README.md)
+EXAMPLES = [
+    ("eight_schools/noncentered", "eight_schools/noncentered.model", ["eight_schools/eight_schools.json"]),
+    ("eight_schools/centered", "eight_schools/centered.model", ["eight_schools/eight_schools.json"]),
+    ("linear_regression", "linear_regression/linear_regression.model", ["linear_regression/boston.csv"]),
+    ("logistic_regression/pima", "logistic_regression/pima.model", ["logistic_regression/pima_train.csv"]),
+    ("epilepsy/poisson_gamma", "epilepsy/poisson_gamma.model", ["epilepsy/epil.json"]),
+]  # fmt: skip
+
+
+def cases() -> list[tuple[str, str, list[str]]]:
+    out = []
+    for folder in sorted((MODELS / "posteriordb").iterdir()):
+        if (folder / "model.stan").exists() and (folder / "data.json").exists():
+            out.append(
+                (folder.name, str(folder / "model.stan"), [str(folder / "data.json")])
+            )
+    for name, model, data in EXAMPLES:
+        out.append((name, str(MODELS / model), [str(MODELS / d) for d in data]))
+    return out
+
+
+def _time(fn, seconds: float) -> float:
+    """Milliseconds per call: the best of several batches filling about `seconds` in all."""
+    fn()  # warm-up (devectorisation decisions, caches)
+    start = time.perf_counter()
+    fn()
+    once = max(time.perf_counter() - start, 1e-6)
+    per_batch = max(1, int(seconds / 5 / once))
+    best = np.inf
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(per_batch):
+            fn()
+        best = min(best, (time.perf_counter() - start) / per_batch)
+    return best * 1e3
+
+
+def measure(model_path: str, data: list[str], draws: int, seconds: float) -> dict:
+    model = build(model_path, data, seed=0)
+    rng = np.random.default_rng(1)
+    zeta = rng.uniform(-2, 2, size=(draws, model.dim))
+    g = np.ones(draws)
+
+    def value():
+        return model.log_joint(zeta)
+
+    def value_and_grad():
+        vjp, lp = make_vjp(model.log_joint)(zeta)
+        return lp, vjp(g)
+
+    return {
+        "dim": model.dim,
+        "value_ms": _time(value, seconds),
+        "grad_ms": _time(value_and_grad, seconds),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--draws", type=int, default=10, help="S, draws per call (default 10)")
+    ap.add_argument("--seconds", type=float, default=0.5, help="time budget per measurement")
+    ap.add_argument("--only", default=None, help="run only models whose name contains this")
+    ap.add_argument("--save", default=None, help="write the timings to this JSON file")
+    ap.add_argument("--compare", default=None, help="JSON file of earlier timings to compare")
+    args = ap.parse_args()
+    before = json.loads(Path(args.compare).read_text()) if args.compare else {}
+    results = {}
+    head = f"{'model':34} {'D':>4} {'value ms':>9} {'grad ms':>9}"
+    if before:
+        head += f" {'before value':>12} {'before grad':>11} {'x value':>7} {'x grad':>7}"
+    print(f"S = {args.draws}")
+    print(head)
+    print("-" * len(head))
+    for name, model_path, data in cases():
+        if args.only and args.only not in name:
+            continue
+        r = measure(model_path, data, args.draws, args.seconds)
+        results[name] = r
+        line = f"{name:34} {r['dim']:>4} {r['value_ms']:>9.2f} {r['grad_ms']:>9.2f}"
+        b = before.get(name)
+        if b:
+            line += (
+                f" {b['value_ms']:>12.2f} {b['grad_ms']:>11.2f}"
+                f" {b['value_ms'] / r['value_ms']:>7.1f} {b['grad_ms'] / r['grad_ms']:>7.1f}"
+            )
+        print(line, flush=True)
+    if before:
+        common = [n for n in results if n in before]
+        if common:
+            gv = np.exp(np.mean([np.log(before[n]["value_ms"] / results[n]["value_ms"]) for n in common]))
+            gg = np.exp(np.mean([np.log(before[n]["grad_ms"] / results[n]["grad_ms"]) for n in common]))
+            print(f"geometric mean speed-up: value x{gv:.2f}, gradient x{gg:.2f}")
+    if args.save:
+        Path(args.save).write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
