@@ -30,24 +30,22 @@ from ppl.pipeline import build  # noqa: E402
 MODELS = ROOT / "models"
 
 # example models and their data (models/README.md)
-EXAMPLES = [
-    ("eight_schools/noncentered", "eight_schools/noncentered.model", ["eight_schools/eight_schools.json"]),
-    ("eight_schools/centered", "eight_schools/centered.model", ["eight_schools/eight_schools.json"]),
-    ("linear_regression", "linear_regression/linear_regression.model", ["linear_regression/boston.csv"]),
-    ("logistic_regression/pima", "logistic_regression/pima.model", ["logistic_regression/pima_train.csv"]),
-    ("epilepsy/poisson_gamma", "epilepsy/poisson_gamma.model", ["epilepsy/epil.json"]),
-]  # fmt: skip
+EXAMPLES = [  # (name, folder, model file, data file)
+    ("eight_schools/noncentered", "eight_schools", "noncentered.model", "eight_schools.json"),
+    ("eight_schools/centered", "eight_schools", "centered.model", "eight_schools.json"),
+    ("linear_regression", "linear_regression", "linear_regression.model", "boston.csv"),
+    ("logistic_regression/pima", "logistic_regression", "pima.model", "pima_train.csv"),
+    ("epilepsy/poisson_gamma", "epilepsy", "poisson_gamma.model", "epil.json"),
+]
 
 
 def cases() -> list[tuple[str, str, list[str]]]:
     out = []
     for folder in sorted((MODELS / "posteriordb").iterdir()):
         if (folder / "model.stan").exists() and (folder / "data.json").exists():
-            out.append(
-                (folder.name, str(folder / "model.stan"), [str(folder / "data.json")])
-            )
-    for name, model, data in EXAMPLES:
-        out.append((name, str(MODELS / model), [str(MODELS / d) for d in data]))
+            out.append((folder.name, str(folder / "model.stan"), [str(folder / "data.json")]))
+    for name, folder, model, data in EXAMPLES:
+        out.append((name, str(MODELS / folder / model), [str(MODELS / folder / data)]))
     return out
 
 
@@ -119,8 +117,10 @@ def main() -> None:
     if before:
         common = [n for n in results if n in before]
         if common:
-            gv = np.exp(np.mean([np.log(before[n]["value_ms"] / results[n]["value_ms"]) for n in common]))
-            gg = np.exp(np.mean([np.log(before[n]["grad_ms"] / results[n]["grad_ms"]) for n in common]))
+            ratio = {
+                k: [before[n][k] / results[n][k] for n in common] for k in ("value_ms", "grad_ms")
+            }
+            gv, gg = (float(np.exp(np.mean(np.log(ratio[k])))) for k in ("value_ms", "grad_ms"))
             print(f"geometric mean speed-up: value x{gv:.2f}, gradient x{gg:.2f}")
     if args.save:
         Path(args.save).write_text(json.dumps(results, indent=2) + "\n")

@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument(
         "--method",
         default="advi",
-        choices=["advi", "meanfield", "fullrank"],
+        choices=["auto", "advi", "meanfield", "fullrank"],
         help="advi/meanfield: mean-field Gaussian ADVI (default); fullrank: full-rank ADVI",
     )
     f.add_argument("--iter", type=int, default=10000, help="maximum iterations (default 10000)")
@@ -81,6 +81,19 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="Monte Carlo draws per gradient step (vectorised)",
     )
+    f.add_argument(
+        "--family",
+        action="append",
+        default=[],
+        metavar="NAME=FAMILY",
+        help="variational family for one parameter under --method auto: gamma, lognormal, gaussian",
+    )
+    f.add_argument(
+        "--optimizer",
+        default="adam",
+        choices=["adadelta", "adagrad", "rmsprop", "sgd", "adam"],
+        help="stochastic optimiser for --method auto (default adam)",
+    )
     f.add_argument("--quiet", action="store_true", help="no progress bar")
 
     r = sub.add_parser("ir", help="print the model's graph IR")
@@ -88,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     fmt = r.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print the IR as JSON")
     fmt.add_argument("--dot", action="store_true", help="print the IR as a Graphviz digraph")
-    r.add_argument("--method", default="advi", choices=["advi", "meanfield", "fullrank"])
+    r.add_argument("--method", default="advi", choices=["auto", "advi", "meanfield", "fullrank"])
 
     c = sub.add_parser(
         "check", help="parse and check the model (and the data, if given) without fitting"
@@ -156,6 +169,8 @@ def cmd_fit(args) -> int:
             tol_rel_obj=args.tol_rel_obj,
             eta=args.eta,
             grad_samples=args.grad_samples,
+            families=_sets(args.family),
+            optimizer=args.optimizer,
             progress=progress,
         )
     finally:
@@ -237,12 +252,13 @@ def cmd_check(args) -> int:
         model = CompiledModel(checked, read_data(checked, args.data, _sets(args.set)))
         if any(lat.binary for lat in model.latents):  # the log joint needs continuous latents
             print("note: binary parameters; the log density was not evaluated", file=sys.stderr)
-        else:
-            lp = model.log_joint(model.random_init(np.random.default_rng(0))[None, :])
-            if not np.all(np.isfinite(lp)):
-                print(
-                    "note: the log density is not finite at a random initial point", file=sys.stderr
-                )
+        elif model.dim:
+            # the initial point of `ppl fit` with its default seed: U(-2, 2) on the unconstrained
+            # scale; a statement whose density or gradient is not finite there is reported with
+            # its line (a warning: the model and data are valid, the fit may still fail)
+            problem = model.diagnose(model.random_init(np.random.default_rng(1)))
+            if problem is not None:
+                print(f"warning: {problem}", file=sys.stderr)
         print(f"data OK: {len(model.data)} values, {model.dim} unconstrained parameters")
     return 0
 

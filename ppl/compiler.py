@@ -18,8 +18,8 @@ from ppl.checker import CheckedProgram, decl_type
 from ppl.errors import DataError, FitError, ModelError
 from ppl.evaluator import Devectorise, ElementList, Evaluator, NeedsPerSample, Rejected
 from ppl.parser import format_location
-from ppl.transforms import make_transform
-from ppl.types import SType
+from ppl.transforms import Identity, LowerBound, make_transform
+from ppl.types import SType, fast_ndim, fast_shape
 
 
 @dataclass
@@ -234,15 +234,14 @@ class CompiledModel:
 
     # ---- the log joint
     def _constrain(self, zeta, env, ev: Evaluator):
-        S = anp.shape(zeta)[0]
+        S = fast_shape(zeta)[0]
         log_jac = 0.0
         for lat in self.latents:
             if lat.binary:
                 raise FitError(
                     f"parameter '{lat.name}' is binary; this method needs continuous latents"
                 )
-            u = zeta[:, lat.offset : lat.offset + lat.size]
-            u = anp.reshape(u, (S,) + lat.ushape)
+            u = self._slice(zeta, lat, S)
             t = lat.fixed_transform
             if t is None:
                 bounds = {
@@ -251,7 +250,7 @@ class CompiledModel:
                 }
                 t = make_transform(lat.kind, check=False, **bounds)
             try:
-                x, lj = t.forward(u, len(lat.shape))
+                x, lj = _forward(t, u, len(lat.shape))
             except ValueError as e:
                 d = lat.decl
                 raise ModelError(
@@ -264,14 +263,28 @@ class CompiledModel:
                     )
                 ) from None
             env[lat.name] = x
-            log_jac = log_jac + lj
+            if lj is not None:
+                if ev.on_statement is not None:
+                    ev.on_statement(lat.decl, lj)
+                log_jac = _accumulate(log_jac, lj)
         return log_jac
 
-    def _evaluate(self, zeta, with_model: bool = True, rng=None):
+    @staticmethod
+    def _slice(zeta, lat: Latent, S: int):
+        """The latent's block of zeta as (S, *ushape), with no reshape node when none is needed."""
+        if lat.ushape == ():
+            return zeta[:, lat.offset]
+        u = zeta[:, lat.offset : lat.offset + lat.size]
+        if lat.ushape == (lat.size,):
+            return u
+        return anp.reshape(u, (S,) + lat.ushape)
+
+    def _evaluate(self, zeta, with_model: bool = True, rng=None, on_statement=None):
         env = dict(self.data)
         ev = Evaluator(
             self.program, env, rng=rng, devectorised=self.devectorised, vectorise=self.vectorise
         )
+        ev.on_statement = on_statement
         log_jac = self._constrain(zeta, env, ev)
         ev.run(self.program.transformed_parameters)
         if with_model:
@@ -280,12 +293,12 @@ class CompiledModel:
 
     def log_joint(self, zeta):
         """Log joint density (up to the data's normalising constant) of S unconstrained draws."""
-        S = anp.shape(zeta)[0]
+        S = fast_shape(zeta)[0]
         if not self.per_sample:
             while True:
                 try:
                     _, target, log_jac = self._evaluate(zeta)
-                    return target + log_jac + anp.zeros(S)
+                    return _total(target, log_jac, S)
                 except Devectorise as d:
                     self.devectorised.add(d.loop)
                 except (NeedsPerSample, Rejected):
@@ -302,6 +315,78 @@ class CompiledModel:
                 self.devectorised.add(d.loop)
                 return self.log_joint(zeta)
         return anp.concatenate(out)
+
+    # ---- diagnostics (`ppl check`)
+    def diagnose(self, zeta: np.ndarray) -> str | None:
+        """Where the log density or its gradient first stops being finite at one point.
+
+        Evaluates the log density at `zeta` (shape (D,)) with each statement's contribution (and
+        each parameter's log-Jacobian) kept apart, differentiates every contribution, and returns a
+        message naming the first statement, in execution order, whose contribution or gradient is
+        not finite; None when everything is finite.
+        """
+        from autograd import grad
+
+        def contributions(z):
+            parts: dict = {}
+
+            def record(node, lp):
+                parts[node] = parts[node] + anp.sum(lp) if node in parts else anp.sum(lp)
+
+            while True:
+                parts.clear()
+                try:
+                    self._evaluate(anp.reshape(z, (1, -1)), on_statement=record)
+                    return parts
+                except Devectorise as d:
+                    self.devectorised.add(d.loop)
+
+        z0 = np.asarray(zeta, dtype=float)
+        try:
+            with np.errstate(all="ignore"):
+                parts = contributions(z0)
+                for k, (node, value) in enumerate(parts.items()):
+                    value = float(np.asarray(getattr(value, "_value", value)))
+                    what, text = self._describe_node(node)
+                    if not np.isfinite(value):
+                        return (
+                            f"{self._where(node)}: {what} is {value:g} at the initial point{text}"
+                        )
+                    # differentiate this contribution alone: a zero cotangent on another one
+                    # would still turn its infinite partial derivatives into NaN
+                    g = grad(lambda z, k=k: list(contributions(z).values())[k])(z0)
+                    if not np.all(np.isfinite(g)):
+                        return (
+                            f"{self._where(node)}: the gradient of {what} is not finite at the "
+                            f"initial point{text}"
+                        )
+        except Rejected as e:
+            return f"{self.program.filename}: reject() was reached at the initial point: {e}"
+        except NeedsPerSample:
+            return None
+        return None
+
+    def _where(self, node) -> str:
+        return f"{self.program.filename}:{node.pos.line}"
+
+    def _describe_node(self, node) -> tuple[str, str]:
+        if isinstance(node, ast.Decl):
+            return f"the log-Jacobian of '{node.name}'", f": {self._statement_text(node)}"
+        return "the log density", f": {self._statement_text(node)}"
+
+    def _statement_text(self, node) -> str:
+        """The statement's source text from its position to its `;`, on one line."""
+        lines = self.program.source.splitlines()
+        line, col = node.pos.line, node.pos.col
+        if not 0 < line <= len(lines):
+            return ""
+        text = lines[line - 1][max(col - 1, 0) :]
+        k = line
+        while ";" not in text and k < len(lines):
+            text += " " + lines[k].strip()
+            k += 1
+        text = text.split(";")[0]
+        return " ".join(text.split())
 
     # ---- outputs
     def constrained_draws(
@@ -375,6 +460,44 @@ class CompiledModel:
     def random_init(self, rng: np.random.Generator, radius: float = 2.0) -> np.ndarray:
         """Stan's default initialisation: uniform(-2, 2) on the unconstrained scale."""
         return rng.uniform(-radius, radius, size=self.dim)
+
+
+def _is_zero(b) -> bool:
+    v = getattr(b, "_value", b)
+    return isinstance(v, float | int | np.ndarray) and np.ndim(v) == 0 and float(v) == 0.0
+
+
+def _forward(t, u, event_ndim: int):
+    """`t.forward(u, event_ndim)` with the log-Jacobian None when it is identically zero, and
+    without the nodes that add zero (`exp(u) + 0`, `u + zeros`) for the common transforms: the
+    values are the same, the graph that autograd differentiates is smaller."""
+    cls = type(t)
+    if cls is Identity and event_ndim >= t.core_ndim:
+        return u, None
+    if cls is LowerBound and not t._mixed and _is_zero(t.lower) and event_ndim >= t.core_ndim:
+        nd = fast_ndim(u)
+        if event_ndim > nd:
+            raise ValueError(f"cannot sum {event_ndim} event axes of an array with {nd} axes")
+        lj = anp.sum(u, axis=tuple(range(nd - event_ndim, nd))) if event_ndim else u
+        return anp.exp(u), lj
+    return t.forward(u, event_ndim)
+
+
+def _accumulate(total, term):
+    """total + term, without a `0.0 + term` node for the first term."""
+    if total.__class__ is float and total == 0.0 and fast_ndim(term) >= 1:
+        return term
+    return total + term
+
+
+def _total(target, log_jac, S: int):
+    """target + log_jac as an (S,) float array (the zeros add only when broadcasting is needed)."""
+    if not (log_jac.__class__ is float and log_jac == 0.0):
+        target = _accumulate(target, log_jac)
+    dtype = getattr(target, "dtype", None)
+    if dtype is not None and dtype.kind == "f" and fast_shape(target) == (S,):
+        return target
+    return target + anp.zeros(S)
 
 
 def compile_model(

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import autograd.numpy as np
 import numpy as onp
+from autograd.extend import defvjp_argnum, defvjp_argnums, primitive
+from autograd.numpy.numpy_vjps import unbroadcast
 
 from ppl import ast
 from ppl.checker import split_dist_call
@@ -21,7 +23,15 @@ from ppl.errors import ModelError
 from ppl.functions import CONSTANTS, lookup, matmul
 from ppl.loops import vectorisable
 from ppl.parser import format_location
-from ppl.types import SType, align, align_batch, sum_to_batch0, to_array
+from ppl.types import (
+    SType,
+    align,
+    align_batch,
+    fast_ndim,
+    fast_shape,
+    sum_to_batch0,
+    to_array,
+)
 
 
 class Devectorise(Exception):
@@ -60,6 +70,25 @@ class LoopIndex:
     hi: int
 
 
+@primitive
+def _stack(axis, *items):
+    return onp.stack(items, axis=axis)
+
+
+def _stack_vjp(argnum, ans, args, kwargs):
+    index = (slice(None),) * args[0] + (argnum - 1,)
+    return lambda g: g[index]
+
+
+defvjp_argnum(_stack, _stack_vjp)
+
+
+def stack_items(items: list, axis: int):
+    """`np.stack` of same-shape arrays as one autograd node (autograd's own stack makes three
+    nodes per item: an array conversion, an expand_dims and a slice of the concatenation)."""
+    return _stack(axis, *items)
+
+
 class ElementList:
     """An array being filled element by element (`x[t] = ...` in a loop): O(1) per assignment."""
 
@@ -72,10 +101,11 @@ class ElementList:
     @classmethod
     def from_array(cls, arr, stype: SType) -> ElementList:
         arr = to_array(arr)
-        b = np.ndim(arr) - stype.ndim
-        n = np.shape(arr)[b]
+        b = fast_ndim(arr) - stype.ndim
+        shape = fast_shape(arr)
+        n = shape[b]
         items = [arr[(slice(None),) * b + (i,)] for i in range(n)]
-        return cls(items, stype.element(), tuple(np.shape(arr)[b + 1 :]), stype.base)
+        return cls(items, stype.element(), tuple(shape[b + 1 :]), stype.base)
 
     def materialise(self):
         k = self.elem_type.ndim
@@ -83,15 +113,25 @@ class ElementList:
         items = [onp.full(self.elem_shape, fill) if v is None else to_array(v) for v in self.items]
         if not items:
             return onp.zeros((0,) + self.elem_shape)
+        first = fast_shape(items[0])
+        if all(fast_shape(v) == first for v in items):
+            return stack_items(items, len(first) - k)
         items = align_batch(items, [k] * len(items))
-        nb = np.ndim(items[0]) - k
-        batch = onp.broadcast_shapes(*[np.shape(v)[:nb] for v in items])
-        items = [v if np.shape(v)[:nb] == batch else v * onp.ones(batch + (1,) * k) for v in items]
-        return np.stack(items, axis=nb)
+        nb = fast_ndim(items[0]) - k
+        batch = onp.broadcast_shapes(*[fast_shape(v)[:nb] for v in items])
+        items = [
+            v if fast_shape(v)[:nb] == batch else v * onp.ones(batch + (1,) * k) for v in items
+        ]
+        return stack_items(items, nb)
 
 
 class Evaluator:
-    """Executes statements; `env` maps names to arrays (or ElementLists being filled)."""
+    """Executes statements; `env` maps names to arrays (or ElementLists being filled).
+
+    Each statement and expression is compiled once, on first use, into a Python closure
+    (`_stmt_fn`, `_expr_fn`) that holds everything static about it (types, operators, library
+    functions, distributions), so running the model does no AST dispatch.
+    """
 
     def __init__(
         self,
@@ -108,6 +148,7 @@ class Evaluator:
         self.vectorise = vectorise
         self.devectorised = devectorised if devectorised is not None else set()
         self.in_vector_loop = False
+        self.on_statement = None  # optional callback(stmt) after each model statement (ppl check)
 
     # ---- errors
     def error(self, node, message: str) -> ModelError:
@@ -119,77 +160,20 @@ class Evaluator:
     # ---- statements
     def run(self, stmts: list[ast.Stmt]) -> None:
         for s in stmts:
-            self.stmt(s)
+            _stmt_fn(s)(self)
 
     def stmt(self, s: ast.Stmt) -> None:
-        try:
-            self._stmt(s)
-        except (Devectorise, NeedsPerSample, Rejected, _Break, _Continue, ModelError):
-            raise
-        except (ValueError, IndexError, TypeError, ArithmeticError, onp.linalg.LinAlgError) as e:
-            if self.in_vector_loop:
-                raise Devectorise(self._current_loop) from None
-            if isinstance(s, ast.For | ast.ForEach | ast.While | ast.If | ast.Block):
-                raise
-            raise self.error(s, f"cannot evaluate this statement: {_describe(e)}") from None
+        _stmt_fn(s)(self)
 
     def _stmt(self, s: ast.Stmt) -> None:
-        if isinstance(s, ast.Decl):
-            self.declare(s)
-        elif isinstance(s, ast.Assign):
-            self.assign(s)
-        elif isinstance(s, ast.Tilde):
-            self.tilde(s)
-        elif isinstance(s, ast.TargetInc):
-            self.add_target(self.expr(s.expr), s.expr.type)
-        elif isinstance(s, ast.For):
-            self.for_loop(s)
-        elif isinstance(s, ast.ForEach):
-            seq = self.expr(s.iterable)
-            t = s.iterable.type
-            b = np.ndim(seq) - t.ndim
-            if b and onp.shape(seq)[0] > 1:
-                raise NeedsPerSample()
-            n = np.shape(seq)[b]
-            for i in range(n):
-                self.env[s.var] = seq[(slice(None),) * b + (i,)]
-                if self._loop_body(s.body):
-                    break
-        elif isinstance(s, ast.While):
-            guard = 0
-            while self.truth(self.expr(s.cond), s.cond):
-                if self._loop_body(s.body):
-                    break
-                guard += 1
-                if guard > 10_000_000:
-                    raise self.error(s, "while loop did not end after 10^7 iterations")
-        elif isinstance(s, ast.If):
-            if self.truth(self.expr(s.cond), s.cond):
-                self.scoped(s.then)
-            elif s.otherwise is not None:
-                self.scoped(s.otherwise)
-        elif isinstance(s, ast.Block):
-            saved = set(self.env)
-            for inner in s.stmts:
-                self.stmt(inner)
-            for name in set(self.env) - saved:
-                del self.env[name]
-        elif isinstance(s, ast.Print):
-            pass  # printing inside a log density would flood the terminal S times per step
-        elif isinstance(s, ast.Reject):
-            raise Rejected(" ".join(a.value if isinstance(a, ast.Str) else "?" for a in s.args))
-        elif isinstance(s, ast.Break):
-            raise _Break()
-        elif isinstance(s, ast.Continue):
-            raise _Continue()
-        elif isinstance(s, ast.CallStmt):
-            self.expr(s.call)
+        _stmt_body(s)(self)
 
     def scoped(self, s: ast.Stmt) -> None:
-        saved = set(self.env)
-        self.stmt(s)
-        for name in set(self.env) - saved:
-            del self.env[name]
+        env = self.env
+        n = len(env)
+        _stmt_fn(s)(self)
+        if len(env) != n:
+            _trim(env, n)
 
     def _loop_body(self, body: ast.Stmt) -> bool:
         """Runs one iteration; True if it hit `break`."""
@@ -202,6 +186,8 @@ class Evaluator:
         return False
 
     def truth(self, value, node) -> bool:
+        if value.__class__ is int:
+            return bool(value)
         arr = onp.asarray(_raw(value))
         if arr.size == 1:
             return bool(arr.reshape(()))
@@ -210,34 +196,11 @@ class Evaluator:
         raise NeedsPerSample()
 
     def for_loop(self, s: ast.For) -> None:
-        lo = self.int_value(self.expr(s.lo), s.lo)
-        hi = self.int_value(self.expr(s.hi), s.hi)
-        if hi < lo:
-            return
-        if (
-            self.vectorise
-            and not self.in_vector_loop
-            and s not in self.devectorised
-            and hi - lo >= 1
-            and vectorisable(s)
-        ):
-            self._current_loop = s
-            self.in_vector_loop = True
-            self.env[s.var] = onp.arange(lo, hi + 1).reshape(1, -1)
-            self._loop_range = (lo, hi)
-            try:
-                self.scoped(s.body)
-            finally:
-                self.in_vector_loop = False
-                self.env.pop(s.var, None)
-            return
-        for i in range(lo, hi + 1):
-            self.env[s.var] = i
-            if self._loop_body(s.body):
-                break
-        self.env.pop(s.var, None)
+        _stmt_body(s)(self)
 
     def int_value(self, v, node) -> int:
+        if v.__class__ is int:
+            return v
         arr = onp.asarray(_raw(v))
         if arr.size != 1:
             if self.in_vector_loop:
@@ -283,7 +246,7 @@ class Evaluator:
         return value
 
     def check_shape(self, node, name, value, vtype: SType, shape: tuple[int, ...]) -> None:
-        vshape = tuple(np.shape(value))[np.ndim(value) - vtype.ndim :] if vtype.ndim else ()
+        vshape = tuple(fast_shape(value))[fast_ndim(value) - vtype.ndim :] if vtype.ndim else ()
         if vshape != tuple(shape):
             raise self.error(
                 node,
@@ -298,7 +261,7 @@ class Evaluator:
             if name in CONSTANTS:
                 return CONSTANTS[name]
             raise self.error(node, f"'{name}' has no value here") from None
-        if isinstance(v, ElementList):
+        if v.__class__ is ElementList:
             v = v.materialise()
             self.env[name] = v
         return v
@@ -376,7 +339,7 @@ class Evaluator:
         if not isinstance(current, ElementList):
             current = ElementList.from_array(current, vtype)
         n = len(current.items)
-        vb = np.ndim(value) - value_type.ndim
+        vb = fast_ndim(value) - value_type.ndim
         for j, i in enumerate(positions):
             if not 1 <= i <= n:
                 raise self.error(node, f"index {i} out of range 1..{n}")
@@ -404,9 +367,10 @@ class Evaluator:
             current = current.materialise()
         elem_nd = vtype.ndim - 1
         value = to_array(value)
-        vb = np.ndim(value) - elem_nd
+        vb = fast_ndim(value) - elem_nd
         if vb < 2:  # the value does not vary with the loop index: broadcast it
-            value = np.reshape(value, np.shape(value)[:vb] + (1,) * (2 - vb) + np.shape(value)[vb:])
+            shape = fast_shape(value)
+            value = np.reshape(value, shape[:vb] + (1,) * (2 - vb) + shape[vb:])
             value = value * onp.ones((1, b - a + 1) + (1,) * elem_nd)
         moved = np.moveaxis(value, 1, -(elem_nd + 1))  # (S, L, elem) -> (S, L as type axis, elem)
         n = _type_shape(current, vtype)[0]
@@ -414,100 +378,42 @@ class Evaluator:
             raise self.error(node, f"index out of range 1..{n}")
         if a == 1 and b == n:
             return moved
-        cb = np.ndim(current) - vtype.ndim
+        cb = fast_ndim(current) - vtype.ndim
         before = current[(slice(None),) * cb + (slice(0, a - 1),)]
         after = current[(slice(None),) * cb + (slice(b, None),)]
         parts = align_batch([before, moved, after], [vtype.ndim] * 3)
-        nb = np.ndim(parts[1]) - vtype.ndim
-        batch = onp.broadcast_shapes(*[np.shape(p)[:nb] for p in parts])
+        nb = fast_ndim(parts[1]) - vtype.ndim
+        batch = onp.broadcast_shapes(*[fast_shape(p)[:nb] for p in parts])
         parts = [
-            p if np.shape(p)[:nb] == batch else p * onp.ones(batch + (1,) * vtype.ndim)
+            p if fast_shape(p)[:nb] == batch else p * onp.ones(batch + (1,) * vtype.ndim)
             for p in parts
         ]
         return np.concatenate(parts, axis=nb)
 
     # ---- model statements
     def add_target(self, value, vtype: SType) -> None:
-        self.target = self.target + sum_to_batch0(value)
+        self.add_lp(sum_to_batch0(value))
+
+    def add_lp(self, lp) -> None:
+        """target += lp; the first float term replaces the initial 0.0 (no `0.0 + lp` node)."""
+        t = self.target
+        if t.__class__ is float and t == 0.0 and _is_float_array(lp):
+            self.target = lp
+        else:
+            self.target = t + lp
 
     def tilde(self, s: ast.Tilde) -> None:
-        dist = get_distribution(s.dist)
-        value = self.expr(s.lhs)
-        args = [self.expr(a) for a in s.args]
-        lp = self.log_density(dist, value, s.lhs.type, args, [a.type for a in s.args])
-        if s.truncation is not None:
-            raise self.error(s, "truncation T[,] is not supported yet")
-        self.target = self.target + sum_to_batch0(lp)
+        _stmt_body(s)(self)
 
     def log_density(self, dist, value, vtype: SType, args, types):
         """Elementwise log density summed over the vectorised (type) axes, batch axes kept."""
-        values = [value] + list(args)
         ndims = [vtype.ndim] + [t.ndim for t in types]
         events = [dist.value_ndim] + list(dist.param_ndims)
-        vec = max(k - e for k, e in zip(ndims, events, strict=True))
-        arrs = [to_array(v) for v in values]
-        batches = [np.ndim(a) - k for a, k in zip(arrs, ndims, strict=True)]
-        nb = max(batches)
-        shaped = []
-        for a, b, k, e in zip(arrs, batches, ndims, events, strict=True):
-            shape = np.shape(a)
-            new = shape[:b] + (1,) * (nb - b) + (1,) * (vec - (k - e)) + shape[b:]
-            shaped.append(a if new == shape else np.reshape(a, new))
-        lp = dist.log_prob(*shaped)
-        if vec:
-            lp = np.sum(lp, axis=tuple(range(-vec, 0)))
-        return lp
+        return _density(dist, ndims, events)([value] + list(args))
 
     # ---- expressions
     def expr(self, e: ast.Expr):
-        if isinstance(e, ast.Num):
-            return e.value
-        if isinstance(e, ast.Var):
-            return self.lookup_var(e.name, e)
-        if isinstance(e, ast.BinOp):
-            if e.op in ("&&", "||"):
-                return self.logical(e)
-            return self.binop(
-                e.op, self.expr(e.left), e.left.type, self.expr(e.right), e.right.type, e
-            )
-        if isinstance(e, ast.UnOp):
-            v = self.expr(e.operand)
-            if e.op == "neg":
-                return -v
-            if e.op == "not":
-                if isinstance(v, int | float):
-                    return int(not v)
-                return np.where(v, 0, 1)
-            t = e.operand.type
-            if t.is_scalar:
-                return v
-            if t.kind == "matrix":
-                return np.swapaxes(v, -1, -2)
-            return v
-        if isinstance(e, ast.Ternary):
-            c = self.expr(e.cond)
-            if onp.size(_raw(c)) == 1:
-                branch = e.if_true if bool(onp.asarray(_raw(c)).reshape(())) else e.if_false
-                return self.expr(branch)
-            a, b = self.expr(e.if_true), self.expr(e.if_false)
-            c, a, b = align([c, a, b], [0, e.if_true.type.ndim, e.if_false.type.ndim])
-            return where(c, a, b)
-        if isinstance(e, ast.Index):
-            return self.index(e)
-        if isinstance(e, ast.ArrayExpr | ast.RowVectorExpr):
-            vals = [self.expr(i) for i in e.items]
-            k = e.items[0].type.ndim
-            vals = align_batch(vals, [k] * len(vals))
-            nb = np.ndim(vals[0]) - k
-            batch = onp.broadcast_shapes(*[np.shape(v)[:nb] for v in vals])
-            vals = [
-                v if np.shape(v)[:nb] == batch else v * onp.ones(batch + (1,) * k) for v in vals
-            ]
-            out = np.stack(vals, axis=nb)
-            return out
-        if isinstance(e, ast.Call):
-            return self.call(e)
-        raise self.error(e, f"cannot evaluate {type(e).__name__}")
+        return _expr_fn(e)(self)
 
     def logical(self, e: ast.BinOp):
         a = self.expr(e.left)
@@ -526,45 +432,7 @@ class Evaluator:
         return (np.logical_and(a, b) if e.op == "&&" else np.logical_or(a, b)).astype(int)
 
     def binop(self, op: str, a, ta: SType, b, tb: SType, node):
-        if isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool):
-            return _int_binop(op, a, b, self, node)
-        if op == "*":
-            return matmul(a, ta, b, tb)
-        if (
-            op in ("/", "%/%", "%")
-            and ta.is_int
-            and tb.is_int
-            and onp.any(onp.asarray(_raw(b)) == 0)
-        ):
-            raise self.error(node, f"integer {'modulus' if op == '%' else 'division'} by zero")
-        if op == "/" and ta.is_int and tb.is_int:
-            x, y = align([a, b], [ta.ndim, tb.ndim])
-            return np.trunc(x / y).astype(int)
-        x, y = align([a, b], [ta.ndim, tb.ndim])
-        if op in ("+",):
-            return x + y
-        if op == "-":
-            return x - y
-        if op in (".*",):
-            return x * y
-        if op in ("./", "/"):
-            return x / y
-        if op in ("^", ".^"):
-            return x**y
-        if op == "%":
-            return np.fmod(x, y)
-        if op == "%/%":
-            return np.trunc(x / y).astype(int)
-        cmp = {
-            "==": np.equal,
-            "!=": np.not_equal,
-            "<": np.less,
-            "<=": np.less_equal,
-            ">": np.greater,
-            ">=": np.greater_equal,
-        }[op]
-        result = cmp(x, y)
-        return result.astype(int) if hasattr(result, "astype") else int(result)
+        return _binop_fn(op, ta, tb, node)(self, a, b)
 
     def slice_bounds(self, item: ast.IndexItem, n: int) -> tuple[int, int]:
         lo = 1 if item.lo is None else self.int_value(self.expr(item.lo), item.lo)
@@ -576,65 +444,10 @@ class Evaluator:
         return lo, hi
 
     def index(self, e: ast.Index):
-        base = e.base
-        if (
-            isinstance(base, ast.Var)
-            and len(e.items) == 1
-            and e.items[0].kind == "single"
-            and isinstance(self.env.get(base.name), ElementList)
-        ):
-            idx = self.expr(e.items[0].lo)
-            if isinstance(idx, int):
-                lst = self.env[base.name]
-                if not 1 <= idx <= len(lst.items):
-                    raise self.error(
-                        e, f"index {idx} out of range 1..{len(lst.items)} for '{base.name}'"
-                    )
-                v = lst.items[idx - 1]
-                if v is None:
-                    return onp.full(lst.elem_shape, onp.nan if lst.base == "real" else 0)
-                return v
-        value = self.expr(base)
-        t = base.type
-        axis = 0  # current type axis
-        ndim_left = t.ndim
-        for item in e.items:
-            b = np.ndim(value) - ndim_left
-            n = np.shape(value)[b + axis]
-            if item.kind == "single":
-                idx = self.expr(item.lo)
-                it = item.lo.type
-                if isinstance(idx, int) or onp.ndim(_raw(idx)) == 0:
-                    i = int(_raw(idx))
-                    if not 1 <= i <= n:
-                        raise self.error(
-                            item.lo,
-                            f"index {i} out of range 1..{n}"
-                            + (f" for '{base.name}'" if isinstance(base, ast.Var) else ""),
-                        )
-                    value = value[(slice(None),) * (b + axis) + (i - 1,)]
-                    ndim_left -= 1
-                    continue
-                arr = onp.asarray(_raw(idx))
-                if arr.size and (arr.min() < 1 or arr.max() > n):
-                    raise self.error(item.lo, f"index out of range 1..{n}")
-                if it.is_scalar:  # batched scalar index (vectorised loop)
-                    value = _gather(value, b, axis, arr - 1)
-                    ndim_left -= 1
-                    continue
-                if onp.ndim(arr) != 1:
-                    if self.in_vector_loop:
-                        raise Devectorise(self._current_loop)
-                    raise NeedsPerSample()
-                value = value[(slice(None),) * (b + axis) + (arr - 1,)]
-                axis += 1
-                continue
-            lo, hi = self.slice_bounds(item, n)
-            value = value[(slice(None),) * (b + axis) + (slice(lo - 1, max(hi, lo - 1)),)]
-            axis += 1
-        return value
+        return _expr_fn(e)(self)
 
     def call(self, e: ast.Call):
+        """The generic (uncompiled) call path: library functions, constants, distributions."""
         name = e.name
         args = [self.expr(a) for a in e.args]
         types = [a.type for a in e.args]
@@ -687,14 +500,721 @@ class Evaluator:
         return onp.asarray(out)
 
 
+# ---- compilation of statements and expressions into closures ------------------------------------
+#
+# `_expr_fn(e)` returns `f(ev) -> value` and `_stmt_fn(s)` returns `f(ev) -> None`, built once per
+# AST node and kept on it. They do exactly what the generic methods of `Evaluator` do, with the
+# static parts (types, operators, functions, distributions) resolved at compile time.
+
+_PASS_THROUGH = (Devectorise, NeedsPerSample, Rejected, _Break, _Continue, ModelError)
+_NUMERIC_ERRORS = (ValueError, IndexError, TypeError, ArithmeticError, onp.linalg.LinAlgError)
+_COMPOUND = (ast.For, ast.ForEach, ast.While, ast.If, ast.Block)
+
+
+def _trim(env: dict, n: int) -> None:
+    """Drop the names declared since `env` had `n` entries (dicts keep insertion order; the checker
+    forbids shadowing, so names that existed before a scope are never removed inside it)."""
+    for name in list(env)[n:]:
+        del env[name]
+
+
+def _is_float_array(x) -> bool:
+    dtype = getattr(x, "dtype", None)
+    return dtype is not None and dtype.kind == "f" and getattr(x, "ndim", 0) >= 1
+
+
+def _stmt_fn(s: ast.Stmt):
+    """The compiled statement, with the error handling of `Evaluator.stmt`."""
+    try:
+        return s.__dict__["_run"]
+    except KeyError:
+        pass
+    body = _stmt_body(s)
+    compound = isinstance(s, _COMPOUND)
+
+    def run(ev):
+        try:
+            body(ev)
+        except _PASS_THROUGH:
+            raise
+        except _NUMERIC_ERRORS as e:
+            if ev.in_vector_loop:
+                raise Devectorise(ev._current_loop) from None
+            if compound:
+                raise
+            raise ev.error(s, f"cannot evaluate this statement: {_describe(e)}") from None
+
+    s.__dict__["_run"] = run
+    return run
+
+
+def _stmt_body(s: ast.Stmt):
+    try:
+        return s.__dict__["_body"]
+    except KeyError:
+        pass
+    fn = _compile_stmt(s)
+    s.__dict__["_body"] = fn
+    return fn
+
+
+def _compile_stmt(s: ast.Stmt):
+    if isinstance(s, ast.Decl):
+        return _compile_decl(s)
+    if isinstance(s, ast.Assign):
+        return _compile_assign(s)
+    if isinstance(s, ast.Tilde):
+        return _compile_tilde(s)
+    if isinstance(s, ast.TargetInc):
+        return _compile_target(s)
+    if isinstance(s, ast.For):
+        return _compile_for(s)
+    if isinstance(s, ast.ForEach):
+        return lambda ev: _run_foreach(ev, s)
+    if isinstance(s, ast.While):
+        return lambda ev: _run_while(ev, s)
+    if isinstance(s, ast.If):
+        return _compile_if(s)
+    if isinstance(s, ast.Block):
+        fns = [_stmt_fn(inner) for inner in s.stmts]
+
+        def block(ev):
+            env = ev.env
+            n = len(env)
+            for f in fns:
+                f(ev)
+            if len(env) != n:
+                _trim(env, n)
+
+        return block
+    if isinstance(s, ast.Print):
+        return lambda ev: None  # printing inside a log density would flood the terminal
+    if isinstance(s, ast.Reject):
+        message = " ".join(a.value if isinstance(a, ast.Str) else "?" for a in s.args)
+
+        def reject(ev):
+            raise Rejected(message)
+
+        return reject
+    if isinstance(s, ast.Break):
+
+        def brk(ev):
+            raise _Break()
+
+        return brk
+    if isinstance(s, ast.Continue):
+
+        def cont(ev):
+            raise _Continue()
+
+        return cont
+    if isinstance(s, ast.CallStmt):
+        f = _expr_fn(s.call)
+
+        def call_stmt(ev):
+            f(ev)
+
+        return call_stmt
+    return lambda ev: None
+
+
+def _run_foreach(ev, s: ast.ForEach) -> None:
+    seq = ev.expr(s.iterable)
+    t = s.iterable.type
+    b = fast_ndim(seq) - t.ndim
+    if b and onp.shape(_raw(seq))[0] > 1:
+        raise NeedsPerSample()
+    n = fast_shape(seq)[b]
+    for i in range(n):
+        ev.env[s.var] = seq[(slice(None),) * b + (i,)]
+        if ev._loop_body(s.body):
+            break
+
+
+def _run_while(ev, s: ast.While) -> None:
+    guard = 0
+    while ev.truth(ev.expr(s.cond), s.cond):
+        if ev._loop_body(s.body):
+            break
+        guard += 1
+        if guard > 10_000_000:
+            raise ev.error(s, "while loop did not end after 10^7 iterations")
+
+
+def _compile_if(s: ast.If):
+    cond = _expr_fn(s.cond)
+    then = _stmt_fn(s.then)
+    other = _stmt_fn(s.otherwise) if s.otherwise is not None else None
+
+    def run(ev):
+        env = ev.env
+        n = len(env)
+        if ev.truth(cond(ev), s.cond):
+            then(ev)
+        elif other is not None:
+            other(ev)
+        else:
+            return
+        if len(env) != n:
+            _trim(env, n)
+
+    return run
+
+
+def _has_jump(s: ast.Stmt) -> bool:
+    """Whether `break` / `continue` can reach this loop body (not counting nested loops')."""
+    if isinstance(s, ast.Break | ast.Continue):
+        return True
+    if isinstance(s, ast.Block):
+        return any(_has_jump(inner) for inner in s.stmts)
+    if isinstance(s, ast.If):
+        return _has_jump(s.then) or (s.otherwise is not None and _has_jump(s.otherwise))
+    return False
+
+
+def _compile_for(s: ast.For):
+    lo_fn, hi_fn = _expr_fn(s.lo), _expr_fn(s.hi)
+    body = _stmt_fn(s.body)
+    var = s.var
+    jumps = _has_jump(s.body)
+
+    def run(ev):
+        lo = ev.int_value(lo_fn(ev), s.lo)
+        hi = ev.int_value(hi_fn(ev), s.hi)
+        if hi < lo:
+            return
+        env = ev.env
+        if (
+            ev.vectorise
+            and not ev.in_vector_loop
+            and s not in ev.devectorised
+            and hi - lo >= 1
+            and vectorisable(s)
+        ):
+            ev._current_loop = s
+            ev.in_vector_loop = True
+            env[var] = onp.arange(lo, hi + 1).reshape(1, -1)
+            ev._loop_range = (lo, hi)
+            try:
+                n = len(env)
+                body(ev)
+                if len(env) != n:
+                    _trim(env, n)
+            finally:
+                ev.in_vector_loop = False
+                env.pop(var, None)
+            return
+        env[var] = lo
+        n = len(env)
+        if jumps:
+            for i in range(lo, hi + 1):
+                env[var] = i
+                try:
+                    body(ev)
+                except _Break:
+                    break
+                except _Continue:
+                    pass
+                finally:
+                    if len(env) != n:
+                        _trim(env, n)
+        else:
+            for i in range(lo, hi + 1):
+                env[var] = i
+                body(ev)
+                if len(env) != n:
+                    _trim(env, n)
+        env.pop(var, None)
+
+    return run
+
+
+def _compile_decl(d: ast.Decl):
+    _decl_stype(d)  # resolve the static type once
+    return lambda ev: ev.declare(d)
+
+
+def _compile_assign(s: ast.Assign):
+    lhs = s.lhs
+    if s.op != "=":
+        return lambda ev: ev.assign(s)
+    rhs_fn = _expr_fn(s.rhs)
+    if isinstance(lhs, ast.Var):
+        name = lhs.name
+        ltype = lhs.type
+        real = ltype.base == "real"
+        if ltype.ndim:
+            return lambda ev: ev.assign(s)  # keeps the size check of container assignment
+
+        def assign_scalar(ev):
+            v = rhs_fn(ev)
+            if real and isinstance(v, int | bool):
+                v = float(v)
+            ev.env[name] = v
+
+        return assign_scalar
+    if not (
+        isinstance(lhs, ast.Index)
+        and isinstance(lhs.base, ast.Var)
+        and len(lhs.items) == 1
+        and lhs.items[0].kind == "single"
+    ):
+        return lambda ev: ev.assign(s)
+    name = lhs.base.name
+    vtype = lhs.base.type
+    item = lhs.items[0]
+    idx_fn = _expr_fn(item.lo)
+    items = [item]
+    rtype = s.rhs.type
+    elem_real = vtype.element().base == "real" if vtype.ndim else False
+
+    def assign_element(ev):
+        rhs = rhs_fn(ev)
+        env = ev.env
+        current = env[name]
+        idx = idx_fn(ev)
+        if idx.__class__ is int:
+            if current.__class__ is not ElementList:
+                current = ElementList.from_array(current, vtype)
+            lst = current.items
+            if not 1 <= idx <= len(lst):
+                raise ev.error(s, f"index {idx} out of range 1..{len(lst)}")
+            if elem_real and isinstance(rhs, int | bool):
+                rhs = float(rhs)
+            lst[idx - 1] = rhs
+            env[name] = current
+            return
+        env[name] = ev.set_items(current, vtype, items, rhs, rtype, s)
+
+    return assign_element
+
+
+def _density(dist, ndims, events):
+    """`values -> log density` for one call site: the alignment of value and parameters."""
+    ndims = list(ndims)
+    vec = max(k - e for k, e in zip(ndims, events, strict=True))
+    axes = tuple(range(-vec, 0)) if vec else None
+    pads = [vec - (k - e) for k, e in zip(ndims, events, strict=True)]
+    log_prob = dist.log_prob
+
+    def density(values):
+        arrs = [to_array(v) for v in values]
+        batches = [fast_ndim(a) - k for a, k in zip(arrs, ndims, strict=True)]
+        nb = max(batches)
+        shaped = []
+        for a, b, p in zip(arrs, batches, pads, strict=True):
+            if nb == b and not p:
+                shaped.append(a)
+                continue
+            shape = fast_shape(a)
+            shaped.append(np.reshape(a, shape[:b] + (1,) * (nb - b + p) + shape[b:]))
+        lp = log_prob(*shaped)
+        if axes is not None:
+            lp = np.sum(lp, axis=axes)
+        return lp
+
+    return density
+
+
+def _compile_tilde(s: ast.Tilde):
+    dist = get_distribution(s.dist)
+    lhs_fn = _expr_fn(s.lhs)
+    arg_fns = [_expr_fn(a) for a in s.args]
+    vtype = s.lhs.type
+    types = [a.type for a in s.args]
+    cache = []
+
+    def tilde(ev):
+        value = lhs_fn(ev)
+        args = [f(ev) for f in arg_fns]
+        if not cache:  # built at the first run, so that a bad call fails where it did before
+            cache.append(
+                _density(dist, [vtype.ndim] + [t.ndim for t in types],
+                         [dist.value_ndim] + list(dist.param_ndims))
+            )  # fmt: skip
+        lp = cache[0]([value] + args)
+        if s.truncation is not None:
+            raise ev.error(s, "truncation T[,] is not supported yet")
+        lp = sum_to_batch0(lp)
+        ev.add_lp(lp)
+        if ev.on_statement is not None:
+            ev.on_statement(s, lp)
+
+    return tilde
+
+
+def _compile_target(s: ast.TargetInc):
+    f = _expr_fn(s.expr)
+
+    def target(ev):
+        lp = sum_to_batch0(f(ev))
+        ev.add_lp(lp)
+        if ev.on_statement is not None:
+            ev.on_statement(s, lp)
+
+    return target
+
+
+def _expr_fn(e: ast.Expr):
+    try:
+        return e.__dict__["_fn"]
+    except KeyError:
+        pass
+    fn = _compile_expr(e)
+    e.__dict__["_fn"] = fn
+    return fn
+
+
+def _compile_expr(e: ast.Expr):
+    if isinstance(e, ast.Num):
+        value = e.value
+        return lambda ev: value
+    if isinstance(e, ast.Var):
+        name = e.name
+
+        def var(ev):
+            try:
+                v = ev.env[name]
+            except KeyError:
+                if name in CONSTANTS:
+                    return CONSTANTS[name]
+                raise ev.error(e, f"'{name}' has no value here") from None
+            if v.__class__ is ElementList:
+                v = v.materialise()
+                ev.env[name] = v
+            return v
+
+        return var
+    if _fusable_op(e):
+        fused = _compile_fused(e)
+        if fused is not None:
+            return fused
+    if isinstance(e, ast.BinOp):
+        if e.op in ("&&", "||"):
+            return lambda ev: ev.logical(e)
+        fa, fb = _expr_fn(e.left), _expr_fn(e.right)
+        op_fn = _binop_fn(e.op, e.left.type, e.right.type, e)
+        return lambda ev: op_fn(ev, fa(ev), fb(ev))
+    if isinstance(e, ast.UnOp):
+        return _compile_unop(e)
+    if isinstance(e, ast.Ternary):
+        return _compile_ternary(e)
+    if isinstance(e, ast.Index):
+        return _compile_index(e)
+    if isinstance(e, ast.ArrayExpr | ast.RowVectorExpr):
+        fns = [_expr_fn(i) for i in e.items]
+
+        def array_expr(ev):
+            vals = [f(ev) for f in fns]
+            k = e.items[0].type.ndim
+            vals = align_batch(vals, [k] * len(vals))
+            nb = fast_ndim(vals[0]) - k
+            batch = onp.broadcast_shapes(*[fast_shape(v)[:nb] for v in vals])
+            vals = [
+                v if fast_shape(v)[:nb] == batch else v * onp.ones(batch + (1,) * k) for v in vals
+            ]
+            return stack_items(vals, nb)
+
+        return array_expr
+    if isinstance(e, ast.Call):
+        return _compile_call(e)
+
+    def unknown(ev):
+        raise ev.error(e, f"cannot evaluate {type(e).__name__}")
+
+    return unknown
+
+
+def _compile_unop(e: ast.UnOp):
+    f = _expr_fn(e.operand)
+    if e.op == "neg":
+        return lambda ev: -f(ev)
+    if e.op == "not":
+
+        def not_(ev):
+            v = f(ev)
+            if isinstance(v, int | float):
+                return int(not v)
+            return np.where(v, 0, 1)
+
+        return not_
+
+    def transpose(ev):
+        v = f(ev)
+        t = e.operand.type
+        if t.is_scalar:
+            return v
+        if t.kind == "matrix":
+            return np.swapaxes(v, -1, -2)
+        return v
+
+    return transpose
+
+
+def _compile_ternary(e: ast.Ternary):
+    fc, ft, ff = _expr_fn(e.cond), _expr_fn(e.if_true), _expr_fn(e.if_false)
+
+    def ternary(ev):
+        c = fc(ev)
+        if onp.size(_raw(c)) == 1:
+            return ft(ev) if bool(onp.asarray(_raw(c)).reshape(())) else ff(ev)
+        a, b = ft(ev), ff(ev)
+        c, a, b = align([c, a, b], [0, e.if_true.type.ndim, e.if_false.type.ndim])
+        return where(c, a, b)
+
+    return ternary
+
+
+_ARITH = {
+    "+": operator.add,
+    "-": operator.sub,
+    ".*": operator.mul,
+    "./": operator.truediv,
+    "/": operator.truediv,
+    "^": operator.pow,
+    ".^": operator.pow,
+}
+_CMP = {
+    "==": np.equal,
+    "!=": np.not_equal,
+    "<": np.less,
+    "<=": np.less_equal,
+    ">": np.greater,
+    ">=": np.greater_equal,
+}
+
+
+def _align2(a, b, ka: int, kb: int):
+    """`align([a, b], [ka, kb])` with its no-op case decided without building lists."""
+    try:
+        na = a.ndim
+    except AttributeError:
+        na = onp.ndim(a)
+    try:
+        nb = b.ndim
+    except AttributeError:
+        nb = onp.ndim(b)
+    if (ka == kb and na <= ka + 1 and nb <= kb + 1) or na == 0 or nb == 0:
+        return a, b
+    return align([a, b], [ka, kb])
+
+
+def _binop_fn(op: str, ta: SType, tb: SType, node):
+    """`f(ev, a, b)`: Stan's binary operator `op` for static operand types ta, tb."""
+    ka, kb = ta.ndim, tb.ndim
+    both_int = ta.is_int and tb.is_int
+
+    def int_path(ev, a, b):
+        return _int_binop(op, a, b, ev, node)
+
+    if op == "*":
+        if ta.is_scalar or tb.is_scalar:
+
+            def mul(ev, a, b):
+                if isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool):
+                    return _int_binop(op, a, b, ev, node)
+                x, y = _align2(a, b, ka, kb)
+                return x * y
+
+            return mul
+
+        def mat(ev, a, b):
+            if isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool):
+                return _int_binop(op, a, b, ev, node)
+            return matmul(a, ta, b, tb)
+
+        return mat
+    if op in ("/", "%/%", "%") and both_int:
+
+        def int_div(ev, a, b):
+            if isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool):
+                return _int_binop(op, a, b, ev, node)
+            if onp.any(onp.asarray(_raw(b)) == 0):
+                raise ev.error(node, f"integer {'modulus' if op == '%' else 'division'} by zero")
+            x, y = align([a, b], [ka, kb])
+            if op == "%":
+                return np.fmod(x, y)
+            return np.trunc(x / y).astype(int)
+
+        return int_div
+    if op in _ARITH:
+        fn = _ARITH[op]
+
+        def arith(ev, a, b):
+            if isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool):
+                return _int_binop(op, a, b, ev, node)
+            x, y = _align2(a, b, ka, kb)
+            return fn(x, y)
+
+        return arith
+    if op == "%":
+
+        def fmod(ev, a, b):
+            if isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool):
+                return _int_binop(op, a, b, ev, node)
+            x, y = align([a, b], [ka, kb])
+            return np.fmod(x, y)
+
+        return fmod
+    if op == "%/%":
+
+        def idiv(ev, a, b):
+            if isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool):
+                return _int_binop(op, a, b, ev, node)
+            x, y = align([a, b], [ka, kb])
+            return np.trunc(x / y).astype(int)
+
+        return idiv
+
+    def compare(ev, a, b):
+        if isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool):
+            return _int_binop(op, a, b, ev, node)
+        x, y = align([a, b], [ka, kb])
+        result = _CMP[op](x, y)
+        return result.astype(int) if hasattr(result, "astype") else int(result)
+
+    del int_path
+    return compare
+
+
+def _compile_index(e: ast.Index):
+    base = e.base
+    base_fn = _expr_fn(base)
+    base_name = base.name if isinstance(base, ast.Var) else None
+    list_fast = base_name is not None and len(e.items) == 1 and e.items[0].kind == "single"
+    first_fn = _expr_fn(e.items[0].lo) if e.items[0].kind == "single" else None
+    t = base.type
+    suffix = f" for '{base_name}'" if base_name is not None else ""
+    plan = []
+    for item in e.items:
+        if item.kind == "single":
+            plan.append((item, _expr_fn(item.lo), item.lo.type.is_scalar))
+        else:
+            plan.append((item, None, False))
+
+    def index(ev):
+        if list_fast:
+            lst = ev.env.get(base_name)
+            if lst.__class__ is ElementList:
+                idx = first_fn(ev)
+                if isinstance(idx, int):
+                    items = lst.items
+                    if not 1 <= idx <= len(items):
+                        raise ev.error(
+                            e, f"index {idx} out of range 1..{len(items)} for '{base_name}'"
+                        )
+                    v = items[idx - 1]
+                    if v is None:
+                        return onp.full(lst.elem_shape, onp.nan if lst.base == "real" else 0)
+                    return v
+        value = base_fn(ev)
+        axis = 0  # current type axis
+        ndim_left = t.ndim
+        for item, lo_fn, scalar_index in plan:
+            try:
+                nd = value.ndim
+                shape = value.shape
+            except AttributeError:
+                nd = onp.ndim(value)
+                shape = onp.shape(value)
+            b = nd - ndim_left
+            n = shape[b + axis]
+            if lo_fn is not None:
+                idx = lo_fn(ev)
+                if idx.__class__ is int or isinstance(idx, int) or onp.ndim(_raw(idx)) == 0:
+                    i = int(_raw(idx))
+                    if not 1 <= i <= n:
+                        raise ev.error(item.lo, f"index {i} out of range 1..{n}" + suffix)
+                    value = value[(slice(None),) * (b + axis) + (i - 1,)]
+                    ndim_left -= 1
+                    continue
+                arr = onp.asarray(_raw(idx))
+                if arr.size and (arr.min() < 1 or arr.max() > n):
+                    raise ev.error(item.lo, f"index out of range 1..{n}")
+                if scalar_index:  # batched scalar index (vectorised loop)
+                    value = _gather(value, b, axis, arr - 1)
+                    ndim_left -= 1
+                    continue
+                if onp.ndim(arr) != 1:
+                    if ev.in_vector_loop:
+                        raise Devectorise(ev._current_loop)
+                    raise NeedsPerSample()
+                value = value[(slice(None),) * (b + axis) + (arr - 1,)]
+                axis += 1
+                continue
+            lo, hi = ev.slice_bounds(item, n)
+            value = value[(slice(None),) * (b + axis) + (slice(lo - 1, max(hi, lo - 1)),)]
+            axis += 1
+        return value
+
+    return index
+
+
+def _compile_call(e: ast.Call):
+    name = e.name
+    arg_fns = [_expr_fn(a) for a in e.args]
+    fn = lookup(name)
+    if fn is None:
+        if name in CONSTANTS and not e.args:
+            value = CONSTANTS[name]
+            return lambda ev: value
+        split = split_dist_call(name)
+        dist = get_distribution(split[0]) if split is not None else None
+        if dist is None or split[1] == "_rng":
+            return lambda ev: ev.call(e)
+        types = [a.type for a in e.args]
+        cache = []
+
+        def lpdf(ev):
+            args = [f(ev) for f in arg_fns]
+            if not cache:
+                cache.append(
+                    _density(dist, [t.ndim for t in types],
+                             [dist.value_ndim] + list(dist.param_ndims))
+                )  # fmt: skip
+            return cache[0](args)
+
+        return lpdf
+    impl = fn.impl
+    types = [a.type for a in e.args]
+
+    def failed(ev, err):
+        if isinstance(err, Devectorise | NeedsPerSample):
+            raise err
+        if ev.in_vector_loop:
+            raise Devectorise(ev._current_loop) from None
+        raise ev.error(e, f"{name}: {_describe(err)}") from None
+
+    if len(arg_fns) == 1:
+        f0 = arg_fns[0]
+
+        def call1(ev):
+            args = [f0(ev)]
+            try:
+                return impl(args, types)
+            except Exception as err:  # noqa: BLE001 - numerical library errors become user errors
+                failed(ev, err)
+
+        return call1
+
+    def call(ev):
+        args = [f(ev) for f in arg_fns]
+        try:
+            return impl(args, types)
+        except Exception as err:  # noqa: BLE001 - numerical library errors become user errors
+            failed(ev, err)
+
+    return call
+
+
 def _gather(value, b: int, axis: int, idx):
     """value[..., idx, ...] on type axis `axis` where idx carries batch axes of its own."""
     bi = idx.ndim
     nb = max(b, bi)
-    shape = np.shape(value)
+    shape = fast_shape(value)
     if b < nb:
         value = np.reshape(value, shape[:b] + (1,) * (nb - b) + shape[b:])
-        shape = np.shape(value)
+        shape = fast_shape(value)
     if bi < nb:
         idx = idx.reshape(idx.shape + (1,) * (nb - bi))
     index = []
@@ -744,14 +1264,18 @@ def _int_binop(op, a, b, ev, node):
 
 
 def _type_shape(value, t: SType) -> tuple[int, ...]:
-    shape = tuple(np.shape(value))
+    shape = tuple(fast_shape(value))
     return shape[len(shape) - t.ndim :] if t.ndim else ()
 
 
 def _decl_stype(d: ast.Decl) -> SType:
-    from ppl.checker import decl_type
+    try:
+        return d.__dict__["_stype"]
+    except KeyError:
+        from ppl.checker import decl_type
 
-    return decl_type(d.spec)
+        stype = d.__dict__["_stype"] = decl_type(d.spec)
+        return stype
 
 
 def _describe(e: Exception) -> str:
@@ -759,3 +1283,212 @@ def _describe(e: Exception) -> str:
     if "broadcast" in text or "shapes" in text or "mismatch" in text:
         return f"sizes do not match ({text})"
     return text
+
+
+# ---- fused scalar kernels ------------------------------------------------------------------------
+#
+# A tree of elementwise operations on scalars (`sqrt(a0 + a1 * square(y[t - 1] - mu) + ...)`) runs
+# as a single autograd node whose VJP is the hand-written reverse pass over the tree: one node per
+# statement instead of one per operation, which is what sequential loops (recurrences) pay for.
+# The forward pass applies the very same numpy operations in the same order, so values are
+# unchanged; when an operand has more than one batch axis (vectorised loops, which would need
+# alignment) the ordinary per-operation path runs instead.
+
+_FUSED_BINOPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv}
+_FUSED_CALLS = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "square": np.square}
+_RAW = {np.exp: onp.exp, np.log: onp.log, np.sqrt: onp.sqrt, np.square: onp.square}
+
+
+def _fusable_op(e) -> bool:
+    t = getattr(e, "type", None)
+    if t is None or t.base != "real" or t.ndim:
+        return False
+    if isinstance(e, ast.BinOp):
+        return e.op in _FUSED_BINOPS and e.left.type.ndim == 0 and e.right.type.ndim == 0
+    if isinstance(e, ast.UnOp):
+        return e.op == "neg" and e.operand.type.ndim == 0
+    if isinstance(e, ast.Call):
+        fn = lookup(e.name)
+        return (
+            e.name in _FUSED_CALLS
+            and len(e.args) == 1
+            and fn is not None
+            and fn.impl.__name__ == "<lambda>"  # the registered unary wrapper `fn(args[0])`
+            and e.args[0].type.ndim == 0
+        )
+    return False
+
+
+class _Kernel:
+    """Straight-line program: slots 0..L-1 are the leaves, each instruction appends one slot."""
+
+    def __init__(self):
+        self.leaves: list = []  # compiled leaf expressions
+        self.instrs: list = []  # (kind, fn, a, b, generic); generic(ev, a, b) is the slow path
+        self.last = None  # (result, slot values) of the latest forward run
+
+    def forward(self, leaves, raw: bool = False):
+        vals = list(leaves)
+        for kind, fn, a, b, _ in self.instrs:
+            if kind == "bin":
+                vals.append(fn(vals[a], vals[b]))
+            else:
+                vals.append((_RAW.get(fn, fn) if raw else fn)(vals[a]))
+        return vals
+
+    def backward(self, leaves, g, vals=None):
+        if vals is None:
+            vals = self.forward(leaves)
+        grads: list = [None] * len(vals)
+        grads[-1] = g
+        n = len(leaves)
+        for k in range(len(self.instrs) - 1, -1, -1):
+            gk = grads[n + k]
+            if gk is None:
+                continue
+            kind, fn, a, b, _ = self.instrs[k]
+            if kind == "bin":
+                x, y = vals[a], vals[b]
+                if fn is operator.add:
+                    ga, gb = gk, gk
+                elif fn is operator.sub:
+                    ga, gb = gk, -gk
+                elif fn is operator.mul:
+                    ga, gb = gk * y, gk * x
+                else:
+                    ga, gb = gk / y, -gk * x / y**2
+                grads[a] = ga if grads[a] is None else grads[a] + ga
+                grads[b] = gb if grads[b] is None else grads[b] + gb
+                continue
+            x = vals[a]
+            if fn is operator.neg:
+                ga = -gk
+            elif fn is np.exp:
+                ga = gk * vals[n + k]
+            elif fn is np.log:
+                ga = gk / x
+            elif fn is np.sqrt:
+                ga = gk * 0.5 * x**-0.5
+            else:  # square
+                ga = gk * 2 * x
+            grads[a] = ga if grads[a] is None else grads[a] + ga
+        return grads[:n]
+
+
+@primitive
+def _fused(kernel, *leaves):
+    vals = kernel.forward(leaves, raw=True)
+    ans = vals[-1]
+    kernel.last = (ans, vals)  # read back by _fused_vjp, which autograd calls right after
+    return ans
+
+
+def _fused_vjp(argnums, ans, args, kwargs):
+    kernel, leaves = args[0], args[1:]
+    last = kernel.last
+    kernel.last = None
+    vals = last[1] if last is not None and last[0] is ans else None
+    metas = [np.metadata(leaves[i - 1]) for i in argnums]
+
+    def vjp(g):
+        grads = kernel.backward(leaves, g, vals)
+        out = []
+        for i, meta in zip(argnums, metas, strict=True):
+            gr = grads[i - 1]
+            if gr is None:
+                out.append(onp.zeros(meta[0]))
+            elif fast_shape(gr) == meta[0]:
+                out.append(gr)
+            else:
+                out.append(unbroadcast(gr, meta))
+        return out
+
+    return vjp
+
+
+defvjp_argnums(_fused, _fused_vjp)
+
+
+def _compile_fused(e):
+    """A fused closure for the scalar tree rooted at `e`, or None if it has fewer than 2 ops."""
+    kernel = _Kernel()
+
+    # slots: leaves first, then one per instruction, in evaluation order; build() records the
+    # instructions with provisional operand numbers, renumbered below
+    order: list = []
+
+    def number(node):
+        if not _fusable_op(node):
+            order.append(("leaf", node))
+            return ("leaf", len([o for o in order if o[0] == "leaf"]) - 1)
+        if isinstance(node, ast.BinOp):
+            a, b = number(node.left), number(node.right)
+            order.append(("op", node, a, b))
+        elif isinstance(node, ast.UnOp):
+            order.append(("op", node, number(node.operand), None))
+        else:
+            order.append(("op", node, number(node.args[0]), None))
+        return ("op", len([o for o in order if o[0] == "op"]) - 1)
+
+    number(e)
+    ops = [o for o in order if o[0] == "op"]
+    if len(ops) < 2:
+        return None
+    leaves = [o[1] for o in order if o[0] == "leaf"]
+    kernel.leaves = [_expr_fn(leaf) for leaf in leaves]
+    n = len(leaves)
+
+    def slot(ref):
+        return ref[1] if ref[0] == "leaf" else n + ref[1]
+
+    for _, node, a, b in ops:
+        if isinstance(node, ast.BinOp):
+            generic = _binop_fn(node.op, node.left.type, node.right.type, node)
+            kernel.instrs.append(("bin", _FUSED_BINOPS[node.op], slot(a), slot(b), generic))
+        elif isinstance(node, ast.UnOp):
+            kernel.instrs.append(("un", operator.neg, slot(a), None, _neg_generic))
+        else:
+            kernel.instrs.append(
+                ("un", _FUSED_CALLS[node.name], slot(a), None, _call_generic(node))
+            )
+    leaf_fns = kernel.leaves
+    instrs = kernel.instrs
+
+    def fused(ev):
+        vals = [f(ev) for f in leaf_fns]
+        for v in vals:
+            try:
+                if v.ndim > 1:
+                    break
+            except AttributeError:
+                if v.__class__ not in (float, int):
+                    break
+        else:
+            return _fused(kernel, *vals)
+        for _kind, _, a, b, generic in instrs:  # the per-operation path, with alignment
+            vals.append(generic(ev, vals[a], vals[b] if b is not None else None))
+        return vals[-1]
+
+    return fused
+
+
+def _neg_generic(ev, x, _):
+    return -x
+
+
+def _call_generic(node: ast.Call):
+    impl = lookup(node.name).impl
+    types = [a.type for a in node.args]
+    name = node.name
+
+    def generic(ev, x, _):
+        try:
+            return impl([x], types)
+        except Exception as err:  # noqa: BLE001 - numerical library errors become user errors
+            if isinstance(err, Devectorise | NeedsPerSample):
+                raise
+            if ev.in_vector_loop:
+                raise Devectorise(ev._current_loop) from None
+            raise ev.error(node, f"{name}: {_describe(err)}") from None
+
+    return generic

@@ -14,7 +14,19 @@ import autograd.scipy.special as sps
 import numpy as onp
 
 from ppl.distributions.base import where, xlogy
-from ppl.types import INT, MATRIX, REAL, ROW_VECTOR, VECTOR, SType, align, align_batch, to_array
+from ppl.types import (
+    INT,
+    MATRIX,
+    REAL,
+    ROW_VECTOR,
+    VECTOR,
+    SType,
+    align,
+    align_batch,
+    fast_ndim,
+    fast_shape,
+    to_array,
+)
 
 
 class SignatureError(Exception):
@@ -271,7 +283,7 @@ def _lse_rule(types):
 def _variance(x, axis):
     n = 1
     for ax in axis:
-        n *= np.shape(x)[ax]
+        n *= fast_shape(x)[ax]
     m = np.mean(x, axis=axis, keepdims=True)
     return np.sum((x - m) ** 2, axis=axis) / (n - 1)
 
@@ -322,7 +334,7 @@ _register(
 
 
 def _shape_of(x, t: SType) -> tuple[int, ...]:
-    shape = np.shape(x)
+    shape = fast_shape(x)
     return shape[len(shape) - t.ndim :] if t.ndim else ()
 
 
@@ -372,11 +384,11 @@ def _rep(kind):
             return np.repeat(x[..., None, :], n, axis=-2)
         if kind == "array":
             # array of copies of x (any type): new axes in front of x's type axes
-            b = np.ndim(x) - t.ndim
-            shape = np.shape(x)
+            b = fast_ndim(x) - t.ndim
+            shape = fast_shape(x)
             y = np.reshape(x, shape[:b] + (1,) * len(sizes) + shape[b:])
             return y * np.ones(shape[:b] + sizes + shape[b:])
-        return np.reshape(x, np.shape(x) + (1,) * len(sizes)) * np.ones(sizes)
+        return np.reshape(x, fast_shape(x) + (1,) * len(sizes)) * np.ones(sizes)
 
     return impl
 
@@ -400,7 +412,7 @@ _register("rep_array", _rep_array_rule, _rep("array"), size_args=(1, 2, 3), narg
 
 def _diag_matrix(args, types):
     v = args[0]
-    n = np.shape(v)[-1]
+    n = fast_shape(v)[-1]
     return v[..., :, None] * onp.eye(n)
 
 
@@ -410,7 +422,7 @@ def _identity_matrix(args, types):
 
 def _diagonal(args, types):
     m = args[0]
-    n = min(np.shape(m)[-2:])
+    n = min(fast_shape(m)[-2:])
     idx = onp.arange(n)
     return m[..., idx, idx]
 
@@ -422,8 +434,8 @@ _register("diagonal", _fixed(VECTOR), _diagonal, nargs=(1,))
 
 def _to_vector(args, types):
     x, t = args[0], types[0]
-    b = np.ndim(x) - t.ndim
-    shape = np.shape(x)
+    b = fast_ndim(x) - t.ndim
+    shape = fast_shape(x)
     if t.kind == "matrix" and not t.adims:  # column-major as in Stan
         x = np.swapaxes(x, -1, -2)
     return np.reshape(x, shape[:b] + (-1,)) if t.ndim != 1 else x
@@ -444,9 +456,9 @@ def _to_matrix(args, types):
         return x
     m, n = _int_value(args[1]), _int_value(args[2])
     flat = _to_vector([x], [t])
-    b = np.ndim(flat) - 1
+    b = fast_ndim(flat) - 1
     # column-major fill, as in Stan
-    return np.swapaxes(np.reshape(flat, np.shape(flat)[:b] + (n, m)), -1, -2)
+    return np.swapaxes(np.reshape(flat, fast_shape(flat)[:b] + (n, m)), -1, -2)
 
 
 _register("to_matrix", lambda t: MATRIX, _to_matrix, size_args=(1, 2), nargs=(1, 3))
@@ -474,13 +486,13 @@ def _check_range(what: str, lo: int, hi: int, n: int) -> None:
 
 def _col(args, types):
     j = _int_value(args[1])
-    _check_range(f"column {j}", j, j, np.shape(args[0])[-1])
+    _check_range(f"column {j}", j, j, fast_shape(args[0])[-1])
     return args[0][..., :, j - 1]
 
 
 def _row(args, types):
     i = _int_value(args[1])
-    _check_range(f"row {i}", i, i, np.shape(args[0])[-2])
+    _check_range(f"row {i}", i, i, fast_shape(args[0])[-2])
     return args[0][..., i - 1, :]
 
 
@@ -508,7 +520,7 @@ def _segment(args, types):
 
 
 def _lead_slice(x, t, lo, hi):
-    b = np.ndim(x) - t.ndim
+    b = fast_ndim(x) - t.ndim
     return x[(slice(None),) * b + (slice(lo, hi),)]
 
 
@@ -533,9 +545,9 @@ def _append(axis_kind):
         a, b = args
         if axis_kind == "row":  # stack vertically
             if ta.is_scalar:
-                a = np.reshape(to_array(a), np.shape(a) + (1,))
+                a = np.reshape(to_array(a), fast_shape(a) + (1,))
             if tb.is_scalar:
-                b = np.reshape(to_array(b), np.shape(b) + (1,))
+                b = np.reshape(to_array(b), fast_shape(b) + (1,))
             if ta.kind == "row_vector":
                 a = a[..., None, :]
             if tb.kind == "row_vector":
@@ -545,9 +557,9 @@ def _append(axis_kind):
             a, b = _broadcast_batch(a, b, nd)
             return np.concatenate([a, b], axis=-nd)
         if ta.is_scalar:
-            a = np.reshape(to_array(a), np.shape(a) + (1,))
+            a = np.reshape(to_array(a), fast_shape(a) + (1,))
         if tb.is_scalar:
-            b = np.reshape(to_array(b), np.shape(b) + (1,))
+            b = np.reshape(to_array(b), fast_shape(b) + (1,))
         if ta.kind == "vector":
             a = a[..., :, None]
         if tb.kind == "vector":
@@ -565,7 +577,7 @@ def _append(axis_kind):
 
 
 def _broadcast_batch(a, b, nd):
-    ba, bb = np.shape(a)[:-nd], np.shape(b)[:-nd]
+    ba, bb = fast_shape(a)[:-nd], fast_shape(b)[:-nd]
     batch = onp.broadcast_shapes(ba, bb)
     if ba != batch:
         a = a * np.ones(batch + (1,) * nd)
@@ -772,10 +784,10 @@ def _gp_exp_quad_cov(args, types):
     else:  # array of vectors
         diff = x[..., :, None, :] - x[..., None, :, :]
         d2 = np.sum(diff**2, axis=-1)
-    nb = max(np.ndim(d2) - 2, np.ndim(alpha), np.ndim(rho))
+    nb = max(fast_ndim(d2) - 2, fast_ndim(alpha), fast_ndim(rho))
     d2, alpha, rho = align_batch([d2, alpha, rho], [2, 0, 0])
-    alpha = np.reshape(alpha, np.shape(alpha) + (1, 1))
-    rho = np.reshape(rho, np.shape(rho) + (1, 1))
+    alpha = np.reshape(alpha, fast_shape(alpha) + (1, 1))
+    rho = np.reshape(rho, fast_shape(rho) + (1, 1))
     del nb
     return alpha**2 * np.exp(-0.5 * d2 / rho**2)
 

@@ -468,8 +468,11 @@ class _Deps:
 
 
 def _family(transform: str | None, support: str, method: str) -> str:
+    """The family `ppl fit --method METHOD` gives a latent (see ppl.pipeline.choose_families)."""
     if support == "binary":
         return "Bernoulli (needs BBVI)"
+    if method == "auto" and transform == "lower" and support == "positive":
+        return "gamma (SGVB)"
     gauss = "full-rank Gaussian" if method == "fullrank" else "mean-field Gaussian"
     return gauss if transform in (None, "identity") else f"{gauss}, unconstrained scale"
 

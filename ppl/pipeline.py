@@ -19,7 +19,12 @@ from ppl.inference.refine import polish
 from ppl.inference.result import VIResult
 from ppl.parser import parse_file
 
-METHODS = {"advi": "meanfield", "meanfield": "meanfield", "fullrank": "fullrank"}
+METHODS = {
+    "auto": "sgvb",
+    "advi": "meanfield",
+    "meanfield": "meanfield",
+    "fullrank": "fullrank",
+}
 
 
 def load_model(path: str) -> CheckedProgram:
@@ -106,7 +111,52 @@ class FitResult:
     refinement: dict | None = None
 
 
-def family_of(latent, method: str) -> str:
+FAMILY_NAMES = {
+    "gamma": "gamma",
+    "lognormal": "gaussian",
+    "gaussian": "gaussian",
+    "normal": "gaussian",
+}
+
+
+def choose_families(model: CompiledModel, method: str, overrides: dict[str, str] | None = None):
+    """The variational family of each latent: by support under `auto`, Gaussian under ADVI.
+
+    `auto` gives a gamma family to positive latents (declared with lower=0 and no upper bound),
+    a Gaussian on the unconstrained scale to the rest; `overrides` (from --family NAME=FAMILY)
+    replace the choice for single latents.
+    """
+    overrides = dict(overrides or {})
+    known = {lat.name for lat in model.latents}
+    for name, fam in overrides.items():
+        if name not in known:
+            raise ModelError(
+                f"--family {name}={fam}: '{name}' is not a parameter; parameters: "
+                + ", ".join(sorted(known))
+            )
+        if fam not in FAMILY_NAMES:
+            raise ModelError(
+                f"--family {name}={fam}: unknown family; choose one of "
+                + ", ".join(sorted(FAMILY_NAMES))
+            )
+    chosen = {}
+    for lat in model.latents:
+        positive = lat.kind == "lower" and lat.support == "positive"
+        fam = "gamma" if (method == "auto" and positive) else "gaussian"
+        if lat.name in overrides:
+            fam = FAMILY_NAMES[overrides[lat.name]]
+            if fam == "gamma" and not positive:
+                raise ModelError(
+                    f"--family {lat.name}=gamma: '{lat.name}' has support {lat.support}; the "
+                    "gamma family needs a positive parameter (declared with lower=0 only)"
+                )
+        chosen[lat.name] = fam
+    return chosen
+
+
+def family_of(latent, method: str, family: str = "gaussian") -> str:
+    if family == "gamma":
+        return "gamma (SGVB, inverse-CDF reparameterisation)"
     gauss = "full-rank Gaussian" if method == "fullrank" else "mean-field Gaussian"
     if latent.kind == "identity":
         return gauss
@@ -125,12 +175,13 @@ def fit(
     grad_samples: int | None = None,
     elbo_samples: int = 100,
     refine_draws: int = 64,
+    families: dict[str, str] | None = None,
+    optimizer: str = "adam",
     progress: Callable[[int, float | None], None] | None = None,
 ) -> FitResult:
     """Fit the model's latents with the chosen method; return constrained posterior draws."""
     if method not in METHODS:
         raise ModelError(f"unknown method '{method}'; choose one of {', '.join(METHODS)}")
-    vi_method = METHODS[method]
     binary = [lat.name for lat in model.latents if lat.binary]
     if binary:
         raise ModelError(
@@ -141,28 +192,40 @@ def fit(
         )
     if model.dim == 0:
         raise ModelError("the model has no parameters to fit")
+    chosen = choose_families(model, method, families)
+    vi_method = METHODS[method]
     start = time.perf_counter()
     rng = np.random.default_rng(seed)
     init = model.random_init(rng)
-    kwargs = {} if grad_samples is None else {"grad_samples": grad_samples}
-    vi = fit_advi(
-        model.log_joint,
-        model.dim,
-        method=vi_method,
-        max_iter=iterations,
-        tol_rel_obj=tol_rel_obj,
-        eta=eta,
-        elbo_samples=elbo_samples,
-        init=init,
-        seed=int(rng.integers(2**31)),
-        progress=progress,
-        **kwargs,
-    )
     refine_info = None
-    if refine_draws > 0:
-        vi, refine_info = polish(
-            model.log_joint, vi, init, draws=refine_draws, seed=int(rng.integers(2**31))
+    if "gamma" in chosen.values():
+        vi, refine_info = _fit_sgvb(
+            model, chosen, init, rng, max_iter=iterations, tol_rel_obj=tol_rel_obj,
+            grad_samples=grad_samples or 10, elbo_samples=elbo_samples, optimizer=optimizer,
+            polish=refine_draws > 0, progress=progress,
+        )  # fmt: skip
+        vi_method = "sgvb"
+    else:
+        kwargs = {} if grad_samples is None else {"grad_samples": grad_samples}
+        vi = fit_advi(
+            model.log_joint,
+            model.dim,
+            method="meanfield" if vi_method == "sgvb" else vi_method,
+            max_iter=iterations,
+            tol_rel_obj=tol_rel_obj,
+            eta=eta,
+            elbo_samples=elbo_samples,
+            init=init,
+            seed=int(rng.integers(2**31)),
+            progress=progress,
+            **kwargs,
         )
+        if vi_method == "sgvb":
+            vi_method = "meanfield"
+        if refine_draws > 0:
+            vi, refine_info = polish(
+                model.log_joint, vi, init, draws=refine_draws, seed=int(rng.integers(2**31))
+            )
     zeta = vi.sample(rng, draws)
     values = model.constrained_draws(zeta, rng)
     for name, arr in values.items():
@@ -170,10 +233,33 @@ def fit(
             bad = int(np.sum(~np.isfinite(arr).reshape(arr.shape[0], -1).all(axis=1)))
             vi.warnings.append(f"{bad} of {draws} draws of '{name}' are not finite")
     seconds = time.perf_counter() - start
-    families = {lat.name: family_of(lat, vi_method) for lat in model.latents}
+    labels = {lat.name: family_of(lat, vi_method, chosen[lat.name]) for lat in model.latents}
     return FitResult(
-        model, vi_method, vi, values, seed, seconds, families, list(vi.warnings), refine_info
+        model, vi_method, vi, values, seed, seconds, labels, list(vi.warnings), refine_info
     )
+
+
+def _fit_sgvb(model, chosen, init, rng, *, polish, **options):
+    from ppl.inference.sgvb import Block, MixedFamily, fit_sgvb
+
+    blocks = [
+        Block(lat.name, chosen[lat.name], lat.offset, lat.size) for lat in model.latents if lat.size
+    ]
+    family = MixedFamily(blocks, model.dim)
+    result = fit_sgvb(
+        model.log_joint, family, init, seed=int(rng.integers(2**31)), polish=polish, **options
+    )
+    info = result.polish
+    if info is not None:
+        info = {
+            "used": info["used"],
+            "stages": [{"family": "mixed", "iterations": info["iterations"]}],
+            "elbo_advi": info.get("elbo_before", float("nan")),
+            "elbo_polished": info.get("elbo_after", float("nan")),
+            "gradient_evaluations": info["gradient_evaluations"],
+            "draws": info["draws"],
+        }
+    return result, info
 
 
 def check_finite_result(result: FitResult) -> None:

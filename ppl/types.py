@@ -77,13 +77,32 @@ SPEC_KIND = {
 }
 
 
+def fast_ndim(value) -> int:
+    """`np.ndim` without autograd's wrapper: arrays, boxes and numpy scalars carry `.ndim`."""
+    try:
+        return value.ndim
+    except AttributeError:
+        return onp.ndim(value)
+
+
+def fast_shape(value) -> tuple[int, ...]:
+    """`np.shape` without autograd's wrapper (see `fast_ndim`)."""
+    try:
+        return value.shape
+    except AttributeError:
+        return onp.shape(value)
+
+
 def batch_ndim(value, stype: SType) -> int:
-    return onp.ndim(value) - stype.ndim
+    return fast_ndim(value) - stype.ndim
+
+
+_NUMBER_TYPES = (int, float, bool)
 
 
 def to_array(value):
     """Python numbers become 0-d arrays so that shapes can be read uniformly."""
-    if isinstance(value, int | float | bool | onp.number):
+    if value.__class__ in _NUMBER_TYPES or isinstance(value, int | float | bool | onp.number):
         return onp.asarray(value)
     return value
 
@@ -100,11 +119,11 @@ def align(values: list, ndims: list[int], type_ndim: int | None = None) -> list:
         # batch axis and both have the same type rank (or one of them has no axes at all)
         a, b = values
         ka, kb = ndims
-        na, nb_ = anp.ndim(a), anp.ndim(b)
+        na, nb_ = fast_ndim(a), fast_ndim(b)
         if (ka == kb and na <= ka + 1 and nb_ <= kb + 1) or na == 0 or nb_ == 0:
             return [a, b]
     arrs = [to_array(v) for v in values]
-    batches = [anp.ndim(a) - k for a, k in zip(arrs, ndims, strict=True)]
+    batches = [fast_ndim(a) - k for a, k in zip(arrs, ndims, strict=True)]
     nb = max(batches)
     kt = max(ndims) if type_ndim is None else type_ndim
     out = []
@@ -112,7 +131,7 @@ def align(values: list, ndims: list[int], type_ndim: int | None = None) -> list:
         if b == nb and k == kt:
             out.append(a)
             continue
-        shape = anp.shape(a)
+        shape = fast_shape(a)
         new_shape = shape[:b] + (1,) * (nb - b) + (1,) * (kt - k) + shape[b:]
         out.append(anp.reshape(a, new_shape))
     return out
@@ -121,21 +140,21 @@ def align(values: list, ndims: list[int], type_ndim: int | None = None) -> list:
 def align_batch(values: list, ndims: list[int]) -> list:
     """Pad batch parts only (for operations such as matmul that keep their own type axes)."""
     arrs = [to_array(v) for v in values]
-    batches = [anp.ndim(a) - k for a, k in zip(arrs, ndims, strict=True)]
+    batches = [fast_ndim(a) - k for a, k in zip(arrs, ndims, strict=True)]
     nb = max(batches)
     out = []
     for a, b in zip(arrs, batches, strict=True):
         if b == nb:
             out.append(a)
         else:
-            shape = anp.shape(a)
+            shape = fast_shape(a)
             out.append(anp.reshape(a, shape[:b] + (1,) * (nb - b) + shape[b:]))
     return out
 
 
 def sum_to_batch0(value) -> object:
     """Sum every axis but the sample axis: a log density of batch shape (S, ...) becomes (S,)."""
-    nd = anp.ndim(value)
+    nd = fast_ndim(value)
     if nd == 0:
         return value
     if nd == 1:

@@ -17,6 +17,7 @@ import numpy as np
 from autograd import hessian, value_and_grad
 from scipy.optimize import minimize
 
+from ppl.inference.draws import fixed_normal_draws
 from ppl.inference.result import VIResult
 
 
@@ -161,8 +162,8 @@ def refine(
     Each round re-preconditions at the current fit and runs L-BFGS; rounds stop once one of
     them no longer improves the objective.
     """
-    rng = np.random.default_rng(seed)
-    eps = rng.standard_normal((draws, start.dim))
+    eps = fixed_normal_draws(draws, start.dim, seed)
+    draws = len(eps)
     calls = {"n": 0}
     guard = {"on": False}
     q = start

@@ -1,0 +1,322 @@
+"""Gamma variational family with inverse-CDF reparameterisation (Knowles 2015, eqs. 5-10).
+
+A draw of q = Gamma(shape a, rate b) is ``x = F^{-1}(u; a, 1) / b`` for ``u ~ U(0, 1)`` (eq. 5), so
+the ELBO's Monte Carlo estimate is a differentiable function of (a, b) for fixed u:
+
+* ``dx/db = -x / b`` exactly (eq. 8);
+* ``dx/da = -(dP/da)(a, x_1) / f(x_1; a) / b`` (eq. 6, implicit differentiation of P(a, x_1) = u,
+  with x_1 = b x the standard draw, P the regularised lower incomplete gamma function and f the
+  Gamma(a, 1) density).
+
+The derivative of P with respect to its shape is not in scipy, and the paper's three regimes
+(eq. 10's small-shape asymptote, finite differences of ``gaminv``, a Gaussian approximation for
+a > 1000) are tuned to ~1e-4 in the first two and are O(1/sqrt(a)) off (~3 % at a = 1000) in the
+third. Here d log x / da is computed *exactly* (to ~1e-13 relative) in every regime, as arrays:
+
+* small a and x below the mode's neighbourhood (a < 10, x < a + 1): the power series
+  ``gamma(a, x) = x^a e^-x sum_n x^n / (a (a+1) ... (a+n))`` differentiated term by term. Written
+  relative to ``x f(x)`` it involves no power of x, so it stays exact when x underflows (a = 1e-3,
+  u = 1e-6 gives x = exp(-13816)); the 1/a^2 terms of the naive form are cancelled analytically
+  (``psi(a) + 1/a = psi(a + 1)``);
+* otherwise: ``dx/da = -int_0^x (log t - psi(a)) f(t) dt / f(x) = +int_x^inf (...) dt / f(x)``
+  (both equal because ``E[log t] = psi(a)``). The side on which ``f(t)/f(x)`` decays away from x is
+  integrated (above x when x >= a - 1, below it otherwise), on ``[x, x +- D]`` where D is where
+  ``f(t)/f(x)`` falls to ``e^-40`` (bisection), by 48-point Gauss-Legendre. The integrand is smooth
+  and bounded there, so the rule converges spectrally (48 nodes: 1e-13; 32: 3e-10).
+
+Measured against 50-digit mpmath on a in logspace(-3, 4, 15), u in [1e-6, 1 - 1e-6]: relative
+error of d log x / da <= 1.4e-13, of x <= 2e-13, absolute error of log x <= 1e-12 where x
+underflows (tests/test_gamma_family.py); finite and monotone for a up to 1e8, u in [0, 1].
+
+Samples: ``scipy.special.gammaincinv`` (Halley-refined, accurate to ~1e-13 wherever x is a normal
+double). When x < 1e-100 (only for a < ~0.1) the exact small-x relation
+``log P = a log x - log Gamma(a + 1) + O(x)`` gives ``log x = (log u + log Gamma(a + 1)) / a`` to
+double precision, which is eq. 10 in log space; it never underflows. ``gamma_sample_log`` returns
+that log x (and its gradient) for callers that work on the log scale; ``gamma_sample`` returns x,
+which can be 0.0 for tiny a and small u, with finite gradients (dx/da = x d log x / da = 0).
+"""
+
+from __future__ import annotations
+
+import autograd.numpy as anp
+import numpy as np
+from autograd.extend import defvjp, primitive
+from autograd.scipy.special import digamma as _a_digamma
+from autograd.scipy.special import gammaln as _a_gammaln
+from scipy.special import digamma, gammaincinv, gammaln
+
+__all__ = [
+    "gamma_sample",
+    "gamma_sample_log",
+    "gamma_dlogx_da",
+    "gamma_entropy",
+    "GammaFamily",
+]
+
+# u is clipped into [_U_MIN, _U_MAX] so that u = 0 or 1 (rare but possible from a float RNG) give a
+# finite x instead of 0 / inf.
+_U_MIN = 1e-300
+_U_MAX = 1.0 - 2.0**-53
+_SMALL_X = 1e-100  # below this, log x from the exact small-x relation (see module docstring)
+_SERIES_MAX_A = 10.0  # the series is used for a < 10 and x < a + 1
+_SERIES_MAX_TERMS = 200
+_QUAD_LOG_DROP = 40.0  # integrate until f(t) / f(x) = e^-40
+_QUAD_BISECTIONS = 24  # D to within 2^-24 of its upper bound (only D >= root matters)
+# 48 nodes: max error 1.3e-13 on the test grid (32: 3e-10, 24: 2e-7, 16: 1e-4)
+_GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(48)
+_GL_NODES = 0.5 * (_GL_NODES + 1.0)  # on [0, 1]
+_GL_WEIGHTS = 0.5 * _GL_WEIGHTS
+
+
+# --------------------------------------------------------------------------------------------------
+# Numerical kernels (plain numpy, not differentiated by autograd)
+
+
+def _broadcast(*arrays):
+    return [np.array(v, dtype=float) for v in np.broadcast_arrays(*arrays)]
+
+
+def _std_quantile(a, u):
+    """x_1 = F^{-1}(u; a, 1) and log x_1, for broadcast float arrays a, u.
+
+    x_1 is 0.0 where it underflows; log x_1 is always finite.
+    """
+    u = np.clip(u, _U_MIN, _U_MAX)
+    with np.errstate(all="ignore"):
+        x = gammaincinv(a, u)
+        small = ~(x >= _SMALL_X)  # also catches a NaN from gammaincinv
+        log_small = (np.log(u) + gammaln(a + 1.0)) / a
+        log_x = np.where(small, log_small, np.log(np.where(small, 1.0, x)))
+        x = np.where(small, np.exp(log_x), x)
+    return x, log_x
+
+
+def _dlogx_series(a, log_x):
+    """d log x / da for a < 10, x < a + 1 by the differentiated power series (1-D arrays).
+
+    With c_n = x^n / (a (a+1) ... (a+n)), S = sum c_n, H'_n = sum_{k=1..n} 1/(a+k):
+    d log x / da = sum_n c_n H'_n - (log x - psi(a + 1)) S.
+    """
+    x = np.exp(log_x)  # may underflow to 0: then S = 1/a and the sum vanishes, exactly as it should
+    c = 1.0 / a
+    s = c.copy()
+    t = np.zeros_like(a)
+    h = np.zeros_like(a)
+    for n in range(1, _SERIES_MAX_TERMS + 1):
+        an = a + n
+        c = c * x / an
+        h = h + 1.0 / an
+        s = s + c
+        t = t + c * h
+        # x < a + 1 makes the ratio x / (a + n) < 1 for n >= 1, so the terms decrease
+        if n % 4 == 0 and np.all(c * (1.0 + h) <= 1e-17 * s):
+            break
+    return t - (log_x - digamma(a + 1.0)) * s
+
+
+def _dlogx_quadrature(a, log_x):
+    """d log x / da = +-int (log t - psi(a)) f(t)/f(x) dt / x over the side where f(t)/f(x) decays.
+
+    1-D arrays; requires a >= 1 when x < a - 1 (the lower side is only used for a >= 10).
+    """
+    x = np.exp(log_x)
+    am1 = a - 1.0
+    side = np.where(x >= am1, 1.0, -1.0)  # +1: integrate over [x, x + D]; -1: over [x - D, x]
+
+    def log_ratio(d):  # log f(x + side d) / f(x)
+        return am1 * np.log1p(side * d / x) - side * d
+
+    # upper bound of D: for x >= a - 1, log_ratio(d) <= -d^2 / (2 (x + d)) (and <= -d for a < 1);
+    # on the lower side log_ratio -> -inf at d = x.
+    hi = np.where(side > 0, _QUAD_LOG_DROP + np.sqrt(_QUAD_LOG_DROP * (_QUAD_LOG_DROP + 2 * x)), x)
+    lo = np.zeros_like(hi)
+    with np.errstate(divide="ignore"):
+        for _ in range(_QUAD_BISECTIONS):
+            mid = 0.5 * (lo + hi)
+            above = log_ratio(mid) > -_QUAD_LOG_DROP
+            lo = np.where(above, mid, lo)
+            hi = np.where(above, hi, mid)
+    d = hi[:, None] * _GL_NODES[None, :]
+    r = side[:, None] * d / x[:, None]
+    log1p_r = np.log1p(r)
+    integrand = ((log_x - digamma(a))[:, None] + log1p_r) * np.exp(
+        am1[:, None] * log1p_r - side[:, None] * d
+    )
+    return side * (hi / x) * (integrand @ _GL_WEIGHTS)
+
+
+def gamma_dlogx_da(a, log_x):
+    """d log x / da at fixed u for the standard Gamma(a, 1) quantile x = exp(log_x).
+
+    Vectorised over broadcastable a, log_x; exact to ~1e-13 relative (see the module docstring).
+    The derivative for rate b is the same (x / b has the same log-derivative in a).
+    """
+    a, log_x = _broadcast(a, log_x)
+    shape = a.shape
+    a, log_x = a.ravel(), log_x.ravel()
+    out = np.empty_like(a)
+    with np.errstate(over="ignore"):
+        use_series = (a < _SERIES_MAX_A) & (log_x < np.log(a + 1.0))
+    if np.any(use_series):
+        out[use_series] = _dlogx_series(a[use_series], log_x[use_series])
+    rest = ~use_series
+    if np.any(rest):
+        out[rest] = _dlogx_quadrature(a[rest], log_x[rest])
+    return out.reshape(shape)
+
+
+def _unbroadcast(g, target):
+    """Sum a gradient of the broadcast shape back to the shape of the argument ``target``."""
+    shape = np.shape(target)
+    while g.ndim > len(shape):
+        g = g.sum(axis=0)
+    for axis, size in enumerate(shape):
+        if size == 1 and g.shape[axis] != 1:
+            g = g.sum(axis=axis, keepdims=True)
+    if not shape:
+        return float(g)
+    return g
+
+
+# --------------------------------------------------------------------------------------------------
+# Autograd primitives
+
+
+@primitive
+def gamma_sample(a, b, u):
+    """Gamma(shape a, rate b) draw x = F^{-1}(u; a, 1) / b for uniforms u (inverse-CDF, eq. 5).
+
+    a, b, u broadcast (e.g. a, b of shape (K,), u of shape (S, K) -> (S, K)). Differentiable in a
+    and b (not u). x is 0.0 where it underflows (a tiny and u small); use ``gamma_sample_log``
+    there. u is clipped to [1e-300, 1 - 2^-53].
+    """
+    a, b, u = _broadcast(a, b, u)
+    x1, _ = _std_quantile(a, u)
+    return x1 / b
+
+
+def _log_std_quantile_from_log(a, u, log_x1):
+    """log x_1 recovered from log(x_1 / b) + log b, redone by the small-x relation where the
+    forward pass used it (or where x_1 / b underflowed: then dx/da = 0 whatever log x_1 is)."""
+    with np.errstate(all="ignore"):
+        small = ~(log_x1 >= np.log(_SMALL_X))
+        log_small = (np.log(np.clip(u, _U_MIN, _U_MAX)) + gammaln(a + 1.0)) / a
+    return np.where(small, log_small, log_x1)
+
+
+def _gamma_sample_vjp_a(ans, a, b, u):
+    a_, b_, u_ = _broadcast(a, b, u)
+    with np.errstate(divide="ignore"):
+        log_x1 = _log_std_quantile_from_log(a_, u_, np.log(ans) + np.log(b_))
+    dx_da = ans * gamma_dlogx_da(a_, log_x1)
+    return lambda g: _unbroadcast(g * dx_da, a)
+
+
+def _gamma_sample_vjp_b(ans, a, b, u):
+    return lambda g: _unbroadcast(-g * ans / b, b)
+
+
+defvjp(gamma_sample, _gamma_sample_vjp_a, _gamma_sample_vjp_b)
+
+
+@primitive
+def gamma_sample_log(a, b, u):
+    """log of the Gamma(shape a, rate b) draw ``gamma_sample(a, b, u)``, never -inf.
+
+    For a = 1e-3, u = 1e-6 the draw is exp(-13816) (0.0 in float64); this returns -13816.1 and its
+    gradient (d/da = d log x / da, d/db = -1/b). Same broadcasting and clipping as gamma_sample.
+    """
+    a, b, u = _broadcast(a, b, u)
+    _, log_x1 = _std_quantile(a, u)
+    return log_x1 - np.log(b)
+
+
+def _gamma_sample_log_vjp_a(ans, a, b, u):
+    a_, b_, u_ = _broadcast(a, b, u)
+    dlog_da = gamma_dlogx_da(a_, _log_std_quantile_from_log(a_, u_, ans + np.log(b_)))
+    return lambda g: _unbroadcast(g * dlog_da, a)
+
+
+def _gamma_sample_log_vjp_b(ans, a, b, u):
+    return lambda g: _unbroadcast(-g / b, b)
+
+
+defvjp(gamma_sample_log, _gamma_sample_log_vjp_a, _gamma_sample_log_vjp_b)
+
+
+# --------------------------------------------------------------------------------------------------
+# Entropy and the family
+
+
+def gamma_entropy(a, b):
+    """Entropy of Gamma(shape a, rate b): a - log b + lgamma(a) + (1 - a) digamma(a).
+
+    Elementwise; differentiable with autograd in a and b.
+    """
+    return a - anp.log(b) + _a_gammaln(a) + (1.0 - a) * _a_digamma(a)
+
+
+def _softplus(x):
+    return anp.logaddexp(0.0, x)
+
+
+def _softplus_inv(y):
+    y = np.asarray(y, dtype=float)
+    with np.errstate(over="ignore"):
+        return np.where(y > 30.0, y, np.log(np.expm1(np.minimum(np.maximum(y, 1e-300), 30.0))))
+
+
+class GammaFamily:
+    """Mean-field q(x) = prod_k Gamma(x_k; shape a_k, rate b_k) over K positive latents.
+
+    ``params`` is one flat vector of length 2K, ``[alpha (K), beta (K)]``, unconstrained, with
+    ``a = softplus(alpha)``, ``b = softplus(beta)`` (Knowles 2015, section 2.4). Every method is
+    differentiable with autograd in ``params``.
+    """
+
+    def __init__(self, dim: int):
+        self.dim = int(dim)
+        self.size = 2 * self.dim
+
+    def shape_rate(self, params):
+        """(a, b), each of shape (K,)."""
+        return _softplus(params[: self.dim]), _softplus(params[self.dim :])
+
+    def init(self, mean=1.0, shape=10.0):
+        """Unconstrained parameters of Gamma(shape, shape / mean), elementwise over K.
+
+        The paper gives no initialisation; a shape of 10 starts with a coefficient of variation of
+        1/sqrt(10) ~ 0.32 (sd of log x ~ 0.33), a low-variance start like Stan's unit sd on the
+        unconstrained scale, away from the small-shape regime whose gradients are the noisiest.
+        """
+        mean = np.broadcast_to(np.asarray(mean, dtype=float), (self.dim,))
+        a = np.broadcast_to(np.asarray(shape, dtype=float), (self.dim,))
+        return np.concatenate([_softplus_inv(a), _softplus_inv(a / mean)])
+
+    def sample(self, params, u):
+        """(S, K) draws x for uniforms u of shape (S, K), differentiable in params."""
+        a, b = self.shape_rate(params)
+        return gamma_sample(a, b, u)
+
+    def sample_log(self, params, u):
+        """(S, K) draws of log x (finite even where x underflows)."""
+        a, b = self.shape_rate(params)
+        return gamma_sample_log(a, b, u)
+
+    def entropy(self, params):
+        """Entropy of q (a scalar, summed over the K coordinates)."""
+        a, b = self.shape_rate(params)
+        return anp.sum(gamma_entropy(a, b))
+
+    def log_density(self, params, x):
+        """log q(x) for x of shape (..., K), summed over K."""
+        a, b = self.shape_rate(params)
+        return anp.sum(a * anp.log(b) - _a_gammaln(a) + (a - 1.0) * anp.log(x) - b * x, axis=-1)
+
+    def mean(self, params):
+        a, b = self.shape_rate(params)
+        return a / b
+
+    def var(self, params):
+        a, b = self.shape_rate(params)
+        return a / b**2
