@@ -53,7 +53,7 @@ def compare(folder: Path, method: str, seed: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--method", default="advi", choices=["advi", "meanfield", "fullrank"])
+    ap.add_argument("--method", default="advi", choices=["auto", "advi", "meanfield", "fullrank"])
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--only", default=None, help="run only posteriors whose name contains this")
     args = ap.parse_args()

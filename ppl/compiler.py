@@ -8,6 +8,7 @@ quantities for the output.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import autograd.numpy as anp
@@ -343,7 +344,8 @@ class CompiledModel:
 
         z0 = np.asarray(zeta, dtype=float)
         try:
-            with np.errstate(all="ignore"):
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # autograd: "output seems independent of input"
                 parts = contributions(z0)
                 for k, (node, value) in enumerate(parts.items()):
                     value = float(np.asarray(getattr(value, "_value", value)))

@@ -358,7 +358,7 @@ def polish(
         )
     D = sga.dim
     # enough fixed draws that the objective cannot be over-fitted by the variational parameters
-    mf_draws = int(min(max(draws, 4 * D), 256))
+    mf_draws = int(min(max(4 * draws, 4 * D), 512))
     fr_draws = int(min(max(draws, 4 * (D + D * (D + 1) // 2)), 512))
     q, info = refine(log_joint, _best(log_joint, candidates, probe), draws=mf_draws, seed=seed)
     stages = [dict(info, family="meanfield")]

@@ -1,0 +1,198 @@
+"""Link prediction with the infinite edge partition model (EPM): gamma SGVB vs Gaussian ADVI.
+
+Knowles (2015), section 4.1 and Figure 3: hold out 20% of the node pairs of a network (edges and
+non-edges alike), fit the K-truncated EPM (models/epm/epm.model) to the rest, and score the
+held-out pairs by their posterior mean link probability, averaged over posterior draws:
+P(y_ij = 1) = E_q[1 - exp(-sum_k r_k phi_ik phi_jk)]; report the test AUC. Methods:
+
+- `auto`: ppl's gamma SGVB (gamma variational family for every positive latent) = "gammaSGVB";
+- `advi`: mean-field Gaussian ADVI on the log scale = the paper's "NormSGVB" baseline
+  (the paper used softplus instead of exp as the positivity map).
+
+For each network (models/epm/data/), each truncation K and each of the splits (seeds 0, 1, ...)
+both methods are fitted; the table gives the mean and sd of the test AUC over the splits and the
+mean seconds per fit.
+
+    python benchmarks/epm.py                     # 2 networks x K in {5, 10, 20} x 10 splits x 2 methods
+    python benchmarks/epm.py --quick             # 3 splits
+    python benchmarks/epm.py --networks les_miserables --K 5 10 --splits 2 --save out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import rankdata
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ppl.pipeline import build, fit  # noqa: E402
+
+MODEL = ROOT / "models" / "epm" / "epm.model"
+DATA = ROOT / "models" / "epm" / "data"
+NETWORKS = ("les_miserables", "dicty_publication")
+METHODS = ("auto", "advi")
+LABELS = {"auto": "gammaSGVB (auto)", "advi": "NormSGVB (advi)"}
+
+
+def load_network(name: str, folder: Path = DATA) -> tuple[int, np.ndarray]:
+    """N and the (E, 2) array of 0-based undirected edges i < j."""
+    nodes = np.loadtxt(folder / f"{name}_nodes.csv", delimiter=",", skiprows=1, usecols=0)
+    edges = np.loadtxt(folder / f"{name}_edges.csv", delimiter=",", skiprows=1, dtype=int)
+    edges = np.sort(edges.reshape(-1, 2), axis=1)
+    return int(np.size(nodes)), edges
+
+
+def split_pairs(n: int, edges: np.ndarray, seed: int, test_fraction: float = 0.2):
+    """Random split of the n(n-1)/2 pairs i < j; returns (train edges, test pairs, test labels).
+
+    Edges and pairs are 0-based (E, 2) / (H, 2) arrays with i < j; labels are 1 for an edge.
+    """
+    iu, ju = np.triu_indices(n, k=1)
+    adj = np.zeros((n, n), dtype=bool)
+    adj[edges[:, 0], edges[:, 1]] = True
+    labels = adj[iu, ju]
+    rng = np.random.default_rng(seed)
+    test = np.zeros(iu.size, dtype=bool)
+    test[rng.permutation(iu.size)[: int(round(test_fraction * iu.size))]] = True
+    train_edges = np.column_stack([iu[~test & labels], ju[~test & labels]])
+    test_pairs = np.column_stack([iu[test], ju[test]])
+    return train_edges, test_pairs, labels[test].astype(int)
+
+
+def epm_data(n: int, k: int, train_edges: np.ndarray, held_out: np.ndarray) -> dict:
+    """The data of models/epm/epm.model (1-based node ids)."""
+    return {
+        "N": int(n),
+        "K": int(k),
+        "E": int(len(train_edges)),
+        "src": (train_edges[:, 0] + 1).tolist(),
+        "dst": (train_edges[:, 1] + 1).tolist(),
+        "H": int(len(held_out)),
+        "hsrc": (held_out[:, 0] + 1).tolist(),
+        "hdst": (held_out[:, 1] + 1).tolist(),
+    }
+
+
+def build_epm(data: dict, model_path: Path = MODEL):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "data.json"
+        path.write_text(json.dumps(data))
+        return build(str(model_path), [str(path)])
+
+
+def link_probability(phi: np.ndarray, r: np.ndarray, pairs: np.ndarray, chunk: int = 50):
+    """Posterior mean of 1 - exp(-sum_k r_k phi_ik phi_jk) for 0-based pairs, over the draws.
+
+    phi: (S, N, K) draws, r: (S, K) draws.
+    """
+    total = np.zeros(len(pairs))
+    for s in range(0, len(phi), chunk):
+        p, w = phi[s : s + chunk], r[s : s + chunk]
+        rate = np.einsum("spk,spk,sk->sp", p[:, pairs[:, 0]], p[:, pairs[:, 1]], w)
+        total += np.sum(-np.expm1(-rate), axis=0)
+    return total / len(phi)
+
+
+def auc(scores: np.ndarray, labels: np.ndarray) -> float:
+    """Area under the ROC curve (Mann-Whitney; ties count one half)."""
+    labels = np.asarray(labels, dtype=bool)
+    n_pos, n_neg = int(labels.sum()), int((~labels).sum())
+    if n_pos == 0 or n_neg == 0:
+        return float("nan")
+    ranks = rankdata(scores)
+    return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def run_one(network: str, k: int, split: int, method: str, *, draws: int = 200, options=None):
+    n, edges = load_network(network)
+    train, test, labels = split_pairs(n, edges, seed=split)
+    model = build_epm(epm_data(n, k, train, test))
+    start = time.perf_counter()
+    result = fit(model, method, seed=split, draws=draws, **(options or {}))
+    seconds = time.perf_counter() - start
+    prob = link_probability(result.draws["phi"], result.draws["r"], test)
+    return {
+        "network": network,
+        "K": k,
+        "split": split,
+        "method": method,
+        "auc": auc(prob, labels),
+        "seconds": seconds,
+        "elbo": float(result.vi.elbo),
+        "iterations": int(result.vi.iterations),
+        "converged": bool(result.vi.converged),
+        "n_train_edges": int(len(train)),
+        "n_test_pairs": int(len(test)),
+        "n_test_edges": int(labels.sum()),
+    }
+
+
+def table(rows: list[dict]) -> str:
+    out = [
+        f"{'network':<18} {'K':>3} {'method':<18} {'splits':>6} {'test AUC':>17} {'s/fit':>8}",
+        "-" * 75,
+    ]
+    keys = []
+    for row in rows:
+        key = (row["network"], row["K"], row["method"])
+        if key not in keys:
+            keys.append(key)
+    for net, k, method in keys:
+        sel = [r for r in rows if (r["network"], r["K"], r["method"]) == (net, k, method)]
+        a = np.array([r["auc"] for r in sel])
+        sd = float(np.std(a, ddof=1)) if len(a) > 1 else float("nan")
+        secs = float(np.mean([r["seconds"] for r in sel]))
+        out.append(
+            f"{net:<18} {k:>3} {LABELS.get(method, method):<18} {len(sel):>6} "
+            f"{np.mean(a):>8.4f} ± {sd:<6.4f} {secs:>8.1f}"
+        )
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--networks", nargs="+", default=list(NETWORKS), choices=NETWORKS)
+    ap.add_argument("--K", nargs="+", type=int, default=[5, 10, 20])
+    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    ap.add_argument("--splits", type=int, default=10, help="number of random 80/20 splits")
+    ap.add_argument("--quick", action="store_true", help="3 splits instead of 10")
+    ap.add_argument("--draws", type=int, default=200, help="posterior draws for the AUC")
+    ap.add_argument("--save", help="write every fit's result to this JSON file")
+    args = ap.parse_args(argv)
+    splits = 3 if args.quick else args.splits
+    print(
+        f"EPM link prediction: networks {', '.join(args.networks)}; K {args.K}; "
+        f"{splits} splits (seeds 0..{splits - 1}); 20% of pairs held out; "
+        f"methods {', '.join(args.methods)}; {args.draws} draws",
+        flush=True,
+    )
+    rows = []
+    for net in args.networks:
+        for k in args.K:
+            for split in range(splits):
+                for method in args.methods:
+                    row = run_one(net, k, split, method, draws=args.draws)
+                    rows.append(row)
+                    print(
+                        f"  {net} K={k} split={split} {method}: AUC {row['auc']:.4f}, "
+                        f"{row['seconds']:.1f} s, {row['iterations']} it, "
+                        f"ELBO {row['elbo']:.1f}, converged {row['converged']}",
+                        flush=True,
+                    )
+                    if args.save:
+                        Path(args.save).write_text(json.dumps(rows, indent=1))
+    print()
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
