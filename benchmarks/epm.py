@@ -16,6 +16,10 @@ mean seconds per fit.
     python benchmarks/epm.py                     # 2 networks x K in {5, 10, 20} x 10 splits x 2 methods
     python benchmarks/epm.py --quick             # 3 splits
     python benchmarks/epm.py --networks les_miserables --K 5 10 --splits 2 --save out.json
+
+Fit options (both methods alike): --iter (default 1000, the paper's budget), --grad-samples
+(default 1, as in the paper), --polish (ppl's deterministic L-BFGS polish; off by default: too
+slow at these sizes, see docs/epm.md).
 """
 
 from __future__ import annotations
@@ -111,6 +115,20 @@ def auc(scores: np.ndarray, labels: np.ndarray) -> float:
     return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
+def fit_options(iterations: int = 1000, grad_samples: int = 1, polish: bool = False) -> dict:
+    """Options of `ppl.pipeline.fit`, the same for both methods.
+
+    Defaults follow the paper's EPM runs (1000 iterations, one draw per gradient step) with Stan's
+    relative-ELBO stopping rule; the deterministic polish is off by default because its 64-256
+    fixed draws of up to 8500 latents cost minutes per fit here (docs/epm.md).
+    """
+    return {
+        "iterations": iterations,
+        "grad_samples": grad_samples,
+        "refine_draws": 64 if polish else 0,
+    }
+
+
 def run_one(network: str, k: int, split: int, method: str, *, draws: int = 200, options=None):
     n, edges = load_network(network)
     train, test, labels = split_pairs(n, edges, seed=split)
@@ -165,13 +183,19 @@ def main(argv=None) -> int:
     ap.add_argument("--splits", type=int, default=10, help="number of random 80/20 splits")
     ap.add_argument("--quick", action="store_true", help="3 splits instead of 10")
     ap.add_argument("--draws", type=int, default=200, help="posterior draws for the AUC")
+    ap.add_argument("--iter", type=int, default=1000, help="maximum iterations per fit")
+    ap.add_argument("--grad-samples", type=int, default=1, help="draws per gradient step")
+    ap.add_argument(
+        "--polish", action="store_true", help="run ppl's deterministic L-BFGS polish (slow here)"
+    )
     ap.add_argument("--save", help="write every fit's result to this JSON file")
     args = ap.parse_args(argv)
     splits = 3 if args.quick else args.splits
+    options = fit_options(args.iter, args.grad_samples, args.polish)
     print(
         f"EPM link prediction: networks {', '.join(args.networks)}; K {args.K}; "
         f"{splits} splits (seeds 0..{splits - 1}); 20% of pairs held out; "
-        f"methods {', '.join(args.methods)}; {args.draws} draws",
+        f"methods {', '.join(args.methods)}; {args.draws} draws; fit options {options}",
         flush=True,
     )
     rows = []
@@ -179,7 +203,7 @@ def main(argv=None) -> int:
         for k in args.K:
             for split in range(splits):
                 for method in args.methods:
-                    row = run_one(net, k, split, method, draws=args.draws)
+                    row = run_one(net, k, split, method, draws=args.draws, options=options)
                     rows.append(row)
                     print(
                         f"  {net} K={k} split={split} {method}: AUC {row['auc']:.4f}, "
