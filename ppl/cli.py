@@ -56,9 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(f)
     f.add_argument(
         "--method",
-        default="advi",
+        default="auto",
         choices=["auto", "advi", "meanfield", "fullrank"],
-        help="advi/meanfield: mean-field Gaussian ADVI (default); fullrank: full-rank ADVI",
+        help="auto (default): gamma family for positive parameters, Gaussian for the rest; "
+        "advi/meanfield: mean-field Gaussian ADVI for all; fullrank: full-rank Gaussian ADVI",
     )
     f.add_argument("--iter", type=int, default=10000, help="maximum iterations (default 10000)")
     f.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
@@ -101,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     fmt = r.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print the IR as JSON")
     fmt.add_argument("--dot", action="store_true", help="print the IR as a Graphviz digraph")
-    r.add_argument("--method", default="advi", choices=["auto", "advi", "meanfield", "fullrank"])
+    r.add_argument("--method", default="auto", choices=["auto", "advi", "meanfield", "fullrank"])
 
     c = sub.add_parser(
         "check", help="parse and check the model (and the data, if given) without fitting"
@@ -133,7 +134,7 @@ def _progress_bar(total: int, quiet: bool):
     bar = tqdm(
         total=total,
         file=sys.stderr,
-        desc="ADVI",
+        desc="fit",
         unit="it",
         mininterval=0.25,
         leave=False,
@@ -150,6 +151,23 @@ def _progress_bar(total: int, quiet: bool):
             bar.set_postfix_str(f"ELBO {elbo:.6g}", refresh=False)
 
     return progress, bar.close
+
+
+def _variational_parameters(result) -> dict:
+    """Per latent, q's parameters on the unconstrained scale (gamma: shape and rate of x)."""
+    vi = result.vi
+    if result.method == "sgvb":
+        return vi.family.describe(vi.theta)
+    sd = vi.sd
+    out = {}
+    for lat in result.model.latents:
+        part = slice(lat.offset, lat.offset + lat.size)
+        out[lat.name] = {
+            "family": "gaussian",
+            "mean": vi.mean[part].tolist(),
+            "sd": sd[part].tolist(),
+        }
+    return out
 
 
 def cmd_fit(args) -> int:
@@ -178,8 +196,12 @@ def cmd_fit(args) -> int:
     check_finite_result(result)
     vi = result.vi
     print(f"model: {args.model}")
+    if result.method == "sgvb":
+        how = f"gamma SGVB ({vi.optimizer}, warm-started by mean-field ADVI)"
+    else:
+        how = f"{result.method} ADVI, eta {vi.eta:g}"
     print(
-        f"method: {result.method} ADVI, eta {vi.eta:g}, {vi.iterations} iterations, "
+        f"method: {how}, {vi.iterations} iterations, "
         f"{vi.grad_evals} gradient evaluations, {result.seconds:.2f} s"
     )
     polish = result.refinement or {}
@@ -212,6 +234,7 @@ def cmd_fit(args) -> int:
         "warnings": result.warnings,
         "families": result.families,
         "polish": result.refinement,
+        "variational_parameters": _variational_parameters(result),
     }
     if args.output:
         files = write_outputs(args.output, result, info)

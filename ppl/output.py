@@ -37,6 +37,19 @@ def _csv_text(header: list[str], rows) -> str:
     return buf.getvalue()
 
 
+def _json_safe(value):
+    """Plain JSON: numpy scalars become numbers, NaN and infinities become null."""
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return value
+
+
 def write_outputs(directory: str, result, fit_info: dict) -> list[Path]:
     """summary.csv, draws.csv, fit.json and elbo.csv under `directory`."""
     out = Path(directory)
@@ -48,7 +61,7 @@ def write_outputs(directory: str, result, fit_info: dict) -> list[Path]:
     files = {
         "summary.csv": _csv_text(SUMMARY_HEADER, summarise(result.draws)),
         "draws.csv": _csv_text(names, matrix.tolist()),
-        "fit.json": json.dumps(fit_info, indent=2, default=float) + "\n",
+        "fit.json": json.dumps(_json_safe(fit_info), indent=2, allow_nan=False) + "\n",
         "elbo.csv": _csv_text(["iteration", "elbo"], result.vi.elbo_trace),
     }
     written = []

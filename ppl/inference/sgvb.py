@@ -52,7 +52,7 @@ def _softplus(x):
 
 def _softplus_inv(y):
     y = np.asarray(y, dtype=float)
-    return np.where(y > 30, y, np.log(np.expm1(np.maximum(y, 1e-300))))
+    return np.where(y > 30, y, np.log(np.expm1(np.clip(y, 1e-300, 30.0))))
 
 
 class MixedFamily:
