@@ -259,7 +259,8 @@ def _fit_sgvb(model, chosen, init, rng, *, polish_fit, optimizer, progress, **op
         progress=progress,
         **advi_options,
     )
-    warm, _ = polish(model.log_joint, warm, init, seed=int(rng.integers(2**31)))
+    if polish_fit:
+        warm, _ = polish(model.log_joint, warm, init, seed=int(rng.integers(2**31)))
     blocks = [
         Block(lat.name, chosen[lat.name], lat.offset, lat.size) for lat in model.latents if lat.size
     ]

@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 import autograd.numpy as anp
 import numpy as np
-from autograd import hessian, value_and_grad
-from scipy.optimize import minimize
+from autograd import hessian
 
+from ppl.inference.deterministic import guarded_mean, minimise, not_worse, reached_optimum
 from ppl.inference.draws import fixed_normal_draws
 from ppl.inference.result import VIResult
 
@@ -35,26 +35,6 @@ def _lower_from(diag_log, off, dim: int):
             anp.concatenate([off[start : start + i], diag[i : i + 1], np.zeros(dim - i - 1)])
         )
     return anp.stack(rows)
-
-
-_OUTSIDE_PENALTY = 100.0
-
-
-def _guarded_mean(log_joint: Callable, zeta) -> object:
-    """Mean log density where draws with a non-finite value count as the worst finite one minus
-    a penalty, instead of making the whole objective infinite (a hard wall that makes the
-    optimiser shrink q's scales to nothing, e.g. near a region where a Cholesky factor fails)."""
-    raw = np.asarray(getattr(zeta, "_value", zeta))
-    with np.errstate(all="ignore"):
-        values = np.asarray(log_joint(raw), dtype=float)
-    ok = np.isfinite(values)
-    if ok.all():
-        return anp.mean(log_joint(zeta))
-    if not ok.any():
-        return -np.inf
-    good = log_joint(zeta[np.flatnonzero(ok)])
-    penalty = (np.min(values[ok]) - _OUTSIDE_PENALTY) * np.sum(~ok)
-    return (anp.sum(good) + penalty) / len(values)
 
 
 class _Coordinates:
@@ -177,43 +157,22 @@ def refine(
             calls["n"] += 1
             if not guard["on"]:
                 return -(anp.mean(log_joint(zeta)) + entropy)
-            return -(_guarded_mean(log_joint, zeta) + entropy)
+            return -(guarded_mean(log_joint, zeta) + entropy)
 
-        objective = value_and_grad(negative_elbo)
-        best = {"value": np.inf, "theta": None}
-
-        def fun(theta, objective=objective, best=best):
-            with np.errstate(all="ignore"):
-                value, grad = objective(theta)
-            value = float(value)
-            if (not np.isfinite(value) or not np.all(np.isfinite(grad))) and not guard["on"]:
-                guard["on"] = True  # some draws left the support: penalise them from now on
-                with np.errstate(all="ignore"):
-                    value, grad = objective(theta)
-                value = float(value)
-            if not np.isfinite(value) or not np.all(np.isfinite(grad)):
-                return np.inf, np.zeros_like(theta)
-            if value < best["value"]:
-                best["value"], best["theta"] = value, np.array(theta, dtype=float)
-            return value, grad
-
-        opt = minimize(
-            fun,
-            coords.initial(),
-            jac=True,
-            method="L-BFGS-B",
-            options={"maxiter": max_iter, "maxcor": 30, "ftol": 1e-13, "gtol": 1e-9},
-        )
+        theta0 = coords.initial()
+        with np.errstate(all="ignore"):
+            first = float(negative_elbo(theta0))
+        if not np.isfinite(first):
+            guard["on"] = True  # some draws are outside the support: penalise them
+        opt, best_theta, best_value = minimise(negative_elbo, theta0, max_iter=max_iter)
         iterations += int(opt.nit)
         message = str(opt.message)
-        # a line search that stalls with a tiny gradient has stalled at the optimum
-        grad_norm = float(np.max(np.abs(opt.jac))) if np.all(np.isfinite(opt.jac)) else np.inf
-        converged = bool(opt.success) or grad_norm < 1e-4 * max(1.0, abs(float(opt.fun)))
-        if best["theta"] is None:
+        converged = reached_optimum(opt)
+        if best_theta is None:
             break
-        q = coords.result(best["theta"], start)
-        improved = previous - best["value"]
-        previous = best["value"]
+        q = coords.result(best_theta, start)
+        improved = previous - best_value
+        previous = best_value
         if np.isfinite(improved) and improved < 1e-6 * max(1.0, abs(previous)):
             break
     info = {
@@ -283,24 +242,7 @@ def laplace(
     def negative_log_joint(z):
         return -log_joint(anp.reshape(z, (1, dim)))[0]
 
-    objective = value_and_grad(negative_log_joint)
-
-    def fun(z):
-        with np.errstate(all="ignore"):
-            value, grad = objective(z)
-        value = float(value)
-        if not np.isfinite(value) or not np.all(np.isfinite(grad)):
-            return np.inf, np.zeros_like(z)
-        return value, grad
-
-    with np.errstate(all="ignore"):
-        opt = minimize(
-            fun,
-            np.asarray(init, float),
-            jac=True,
-            method="L-BFGS-B",
-            options={"maxiter": max_iter, "maxcor": 30, "ftol": 1e-14, "gtol": 1e-10},
-        )
+    opt, _, _ = minimise(negative_log_joint, np.asarray(init, float), max_iter=max_iter)
     mode = opt.x
     if not np.isfinite(opt.fun) or dim > _MAX_DENSE_PRECONDITIONER:
         return None
@@ -359,7 +301,7 @@ def polish(
     D = sga.dim
     # enough fixed draws that the objective cannot be over-fitted by the variational parameters
     mf_draws = int(min(max(4 * draws, 4 * D), 512))
-    fr_draws = int(min(max(draws, 4 * (D + D * (D + 1) // 2)), 512))
+    fr_draws = int(min(max(4 * draws, 4 * (D + D * (D + 1) // 2)), 512))
     q, info = refine(log_joint, _best(log_joint, candidates, probe), draws=mf_draws, seed=seed)
     stages = [dict(info, family="meanfield")]
     if method == "fullrank":
@@ -375,18 +317,15 @@ def polish(
     new_terms, old_terms = elbo_terms(log_joint, q, check), elbo_terms(log_joint, sga, check)
     polished = float(np.mean(new_terms)) if np.all(np.isfinite(new_terms)) else -np.inf
     original = float(np.mean(old_terms)) if np.all(np.isfinite(old_terms)) else -np.inf
-    used = bool(np.isfinite(polished))
-    if used and np.isfinite(original):
-        diff = new_terms - old_terms
-        se = float(np.std(diff) / np.sqrt(len(diff)))
-        used = np.mean(diff) > -2 * se  # clearly worse on independent draws: keep ADVI's fit
+    used = not_worse(new_terms, old_terms)
     out = q if used else sga
-    if used and not sga.converged and stages[-1]["converged"]:
-        out.converged = True
-        out.warnings.append(
-            "stochastic ADVI stopped at the iteration limit; the deterministic "
-            "polish then reached the optimum of the fixed-draw ELBO"
-        )
+    if used:
+        out.converged = sga.converged or stages[-1]["converged"]
+        if not sga.converged and out.converged:
+            out.warnings.append(
+                "stochastic ADVI did not converge; the deterministic polish then reached the "
+                "optimum of the fixed-draw ELBO"
+            )
     out.grad_evals = sga.grad_evals + evals
     out.elbo = polished if used else (original if np.isfinite(original) else sga.elbo)
     out.iterations = sga.iterations

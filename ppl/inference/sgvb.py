@@ -23,12 +23,12 @@ import autograd.numpy as anp
 import numpy as np
 from autograd import value_and_grad
 from autograd.scipy.special import digamma, gammaln
-from scipy.optimize import minimize
 from scipy.special import digamma as scipy_digamma
 from scipy.special import ndtr, polygamma
 
 from ppl.errors import FitError
 from ppl.families.gamma import gamma_sample_log
+from ppl.inference.deterministic import guarded_mean, minimise, not_worse, reached_optimum
 from ppl.inference.draws import fixed_normal_draws
 from ppl.inference.optimizers import make_optimizer
 
@@ -311,27 +311,9 @@ def _polish(log_joint: Callable, result: SGVBResult, *, seed: int, max_iter: int
     def negative_elbo(th):
         calls["n"] += 1
         zeta, entropy = family.draws(th, eps)
-        mean_lp, _ = _mean_log_joint(log_joint, zeta)
-        return -(mean_lp + entropy)
+        return -(guarded_mean(log_joint, zeta) + entropy)
 
-    objective = value_and_grad(negative_elbo)
-    best = {"value": np.inf, "theta": None}
-
-    def fun(th):
-        with np.errstate(all="ignore"):
-            value, grad = objective(th)
-        value = float(value)
-        if not np.isfinite(value) or not np.all(np.isfinite(grad)):
-            return np.inf, np.zeros_like(th)
-        if value < best["value"]:
-            best["value"], best["theta"] = value, np.array(th, dtype=float)
-        return value, grad
-
-    with np.errstate(all="ignore"):
-        opt = minimize(
-            fun, result.theta, jac=True, method="L-BFGS-B",
-            options={"maxiter": max_iter, "maxcor": 30, "ftol": 1e-13, "gtol": 1e-9},
-        )  # fmt: skip
+    opt, best_theta, _ = minimise(negative_elbo, result.theta, max_iter=max_iter)
     info = {
         "used": False,
         "draws": n_draws,
@@ -340,26 +322,23 @@ def _polish(log_joint: Callable, result: SGVBResult, *, seed: int, max_iter: int
         "message": str(opt.message),
     }
     result.grad_evals += info["gradient_evaluations"]
-    if best["theta"] is not None:
+    if best_theta is not None:
         check = np.random.default_rng(seed + 1).standard_normal((1000, family.dim))
-        new_terms = _elbo_terms(log_joint, family, best["theta"], check)
+        new_terms = _elbo_terms(log_joint, family, best_theta, check)
         old_terms = _elbo_terms(log_joint, family, result.theta, check)
         info["elbo_before"] = float(np.mean(old_terms))
         info["elbo_after"] = float(np.mean(new_terms))
-        if np.all(np.isfinite(new_terms)):
-            diff = new_terms - old_terms
-            ok_old = np.all(np.isfinite(old_terms))
-            if not ok_old or np.mean(diff) > -2 * np.std(diff) / np.sqrt(len(diff)):
-                info["used"] = True
-                result.theta = best["theta"]
-                result.elbo = info["elbo_after"]
-                result.elbo_trace.append((result.iterations + info["iterations"], result.elbo))
-                if not result.converged and opt.success:
-                    result.converged = True
-                    result.warnings.append(
-                        "stochastic optimisation stopped at the iteration limit; the deterministic "
-                        "polish then reached the optimum of the fixed-draw ELBO"
-                    )
+        if not_worse(new_terms, old_terms):
+            info["used"] = True
+            result.theta = best_theta
+            result.elbo = info["elbo_after"]
+            result.elbo_trace.append((result.iterations + info["iterations"], result.elbo))
+            if not result.converged and reached_optimum(opt):
+                result.converged = True
+                result.warnings.append(
+                    "stochastic optimisation stopped at the iteration limit; the deterministic "
+                    "polish then reached the optimum of the fixed-draw ELBO"
+                )
     result.polish = info
 
 

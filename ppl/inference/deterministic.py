@@ -1,0 +1,77 @@
+"""Shared pieces of the deterministic (fixed-draw) stages: L-BFGS that keeps its best point, the
+treatment of draws outside the support, and the common-random-numbers rule that decides whether
+a polished fit replaces the stochastic one."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import autograd.numpy as anp
+import numpy as np
+from autograd import value_and_grad
+from scipy.optimize import minimize
+
+_OUTSIDE_PENALTY = 100.0
+
+
+def guarded_mean(log_joint: Callable, zeta) -> object:
+    """Mean log density where draws with a non-finite value count as the worst finite one minus
+    a penalty, instead of making the whole objective infinite (a hard wall that makes the
+    optimiser shrink q's scales to nothing, e.g. near a region where a Cholesky factor fails)."""
+    raw = np.asarray(getattr(zeta, "_value", zeta))
+    with np.errstate(all="ignore"):
+        values = np.asarray(log_joint(raw), dtype=float)
+    ok = np.isfinite(values)
+    if ok.all():
+        return anp.mean(log_joint(zeta))
+    if not ok.any():
+        return -np.inf
+    good = log_joint(zeta[np.flatnonzero(ok)])
+    penalty = (np.min(values[ok]) - _OUTSIDE_PENALTY) * np.sum(~ok)
+    return (anp.sum(good) + penalty) / len(values)
+
+
+def minimise(negative_objective: Callable, theta0: np.ndarray, *, max_iter: int = 2000):
+    """L-BFGS on an autograd objective; returns (scipy result, best theta, best value).
+
+    Non-finite values or gradients count as +inf with a zero gradient (the line search backs
+    off); the best finite point seen is returned even when the search ends abnormally.
+    """
+    objective = value_and_grad(negative_objective)
+    best = {"value": np.inf, "theta": None}
+
+    def fun(theta):
+        with np.errstate(all="ignore"):
+            value, grad = objective(theta)
+        value = float(value)
+        if not np.isfinite(value) or not np.all(np.isfinite(grad)):
+            return np.inf, np.zeros_like(theta)
+        if value < best["value"]:
+            best["value"], best["theta"] = value, np.array(theta, dtype=float)
+        return value, grad
+
+    with np.errstate(all="ignore"):
+        opt = minimize(
+            fun,
+            np.asarray(theta0, dtype=float),
+            jac=True,
+            method="L-BFGS-B",
+            options={"maxiter": max_iter, "maxcor": 30, "ftol": 1e-13, "gtol": 1e-9},
+        )
+    return opt, best["theta"], best["value"]
+
+
+def reached_optimum(opt) -> bool:
+    """Converged, or a line search that stalled with a tiny gradient (stalled at the optimum)."""
+    grad_norm = float(np.max(np.abs(opt.jac))) if np.all(np.isfinite(opt.jac)) else np.inf
+    return bool(opt.success) or grad_norm < 1e-4 * max(1.0, abs(float(opt.fun)))
+
+
+def not_worse(new_terms: np.ndarray, old_terms: np.ndarray) -> bool:
+    """Keep the new fit unless its ELBO on common random numbers is lower by > 2 standard errors."""
+    if not np.all(np.isfinite(new_terms)):
+        return False
+    if not np.all(np.isfinite(old_terms)):
+        return True
+    diff = new_terms - old_terms
+    return bool(np.mean(diff) > -2 * np.std(diff) / np.sqrt(len(diff)))
