@@ -16,7 +16,7 @@ import numpy as np
 
 from ppl import ast
 from ppl.checker import CheckedProgram, decl_type
-from ppl.errors import DataError, FitError, ModelError
+from ppl.errors import FitError, ModelError
 from ppl.evaluator import Devectorise, ElementList, Evaluator, NeedsPerSample, Rejected
 from ppl.parser import format_location
 from ppl.transforms import Identity, LowerBound, make_transform
@@ -505,7 +505,4 @@ def _total(target, log_jac, S: int):
 def compile_model(
     checked: CheckedProgram, data: dict[str, np.ndarray], seed: int = 0, vectorise: bool = True
 ) -> CompiledModel:
-    try:
-        return CompiledModel(checked, data, seed, vectorise)
-    except DataError:
-        raise
+    return CompiledModel(checked, data, seed, vectorise)

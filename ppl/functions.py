@@ -171,9 +171,7 @@ _UNARY = {
     "round": np.round,
     "trunc": np.trunc,
     "inv_cloglog": lambda x: -np.expm1(-np.exp(x)),
-    "log_mix_placeholder": None,
 }
-del _UNARY["log_mix_placeholder"]
 
 for _name, _fn in _UNARY.items():
     _register(
@@ -204,9 +202,7 @@ _BINARY = {
     "log_inv_logit_diff": lambda a, b: np.log(sps.expit(a) - sps.expit(b)),
     "multiply_log": xlogy,
     "lmultiply": xlogy,
-    "owens_t": None,
 }
-del _BINARY["owens_t"]
 for _name, _fn in _BINARY.items():
     _register(_name, _elementwise_rule, _elementwise(_fn), nargs=(2,))
 
@@ -784,11 +780,9 @@ def _gp_exp_quad_cov(args, types):
     else:  # array of vectors
         diff = x[..., :, None, :] - x[..., None, :, :]
         d2 = np.sum(diff**2, axis=-1)
-    nb = max(fast_ndim(d2) - 2, fast_ndim(alpha), fast_ndim(rho))
     d2, alpha, rho = align_batch([d2, alpha, rho], [2, 0, 0])
     alpha = np.reshape(alpha, fast_shape(alpha) + (1, 1))
     rho = np.reshape(rho, fast_shape(rho) + (1, 1))
-    del nb
     return alpha**2 * np.exp(-0.5 * d2 / rho**2)
 
 
@@ -812,10 +806,6 @@ def _sort(descending):
 
 _register("sort_asc", lambda t: t[0], _sort(False), nargs=(1,))
 _register("sort_desc", lambda t: t[0], _sort(True), nargs=(1,))
-
-
-def _rank_rule(types):
-    return INT
 
 
 def lookup(name: str) -> Function | None:
