@@ -320,6 +320,11 @@ def polish(
     used = not_worse(new_terms, old_terms)
     out = q if used else sga
     if used:
+        # q may descend from the Laplace or the init candidate: the history is the ADVI run's
+        steps = sum(st["iterations"] for st in stages)
+        out.elbo_trace = list(sga.elbo_trace) + [(sga.iterations + steps, polished)]
+        out.warnings = list(sga.warnings)
+        out.seconds, out.averaged = sga.seconds, sga.averaged
         out.converged = sga.converged or stages[-1]["converged"]
         if not sga.converged and out.converged:
             out.warnings.append(
@@ -327,6 +332,7 @@ def polish(
                 "optimum of the fixed-draw ELBO"
             )
     out.grad_evals = sga.grad_evals + evals
+    out.eta, out.grad_samples, out.eta_trials = sga.eta, sga.grad_samples, list(sga.eta_trials)
     out.elbo = polished if used else (original if np.isfinite(original) else sga.elbo)
     out.iterations = sga.iterations
     return out, {
