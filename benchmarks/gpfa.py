@@ -96,7 +96,15 @@ def gradient_seconds(model, draws: int = 10, repeats: int = 3, seed: int = 0) ->
 
 
 def run(
-    sizes, methods, model_name, iterations, seed, D=50, K=10, out=sys.stdout, grad_only=False,
+    sizes,
+    methods,
+    model_name,
+    iterations,
+    seed,
+    D=50,
+    K=10,
+    out=sys.stdout,
+    grad_only=False,
     polish=False,
 ):
     from ppl.pipeline import build, fit
@@ -167,9 +175,7 @@ def print_table(rows, out=sys.stdout):
     Ns = sorted(grads)
     if len(Ns) > 1:
         lo, hi = Ns[0], Ns[-1]
-        print(
-            f"\ngradient time ratio N={hi} / N={lo}: {grads[hi] / grads[lo]:.2f}x", file=out
-        )
+        print(f"\ngradient time ratio N={hi} / N={lo}: {grads[hi] / grads[lo]:.2f}x", file=out)
         for m in ("auto", "advi"):
             per = {r["N"]: r["sec_per_iter"] for r in fit_rows if r["method"] == m}
             if lo in per and hi in per:
@@ -189,7 +195,12 @@ def main(argv=None):
     p.add_argument("--sizes", type=int, nargs="*", default=None)
     p.add_argument("--methods", nargs="*", default=["auto", "advi"])
     p.add_argument("--model", choices=sorted(MODELS), default="natural")
-    p.add_argument("--iter", type=int, default=None, help="maximum iterations (default 1000, the paper's count)")
+    p.add_argument(
+        "--iter",
+        type=int,
+        default=None,
+        help="maximum iterations (default 1000, the paper's count)",
+    )
     p.add_argument("--seed", type=int, default=1)
     p.add_argument(
         "--polish", action="store_true",

@@ -138,9 +138,7 @@ def print_table(rows, methods, out=sys.stdout):
     print("\n" + head + " | " + " | ".join(f"s ({m})" for m in methods) + " |", file=out)
     print("|---:" * (4 + 2 * len(methods)) + "|", file=out)
     for r in rows:
-        cells = [str(r["N"])] + [
-            f"{r[k]:.2f}" for k in ("empirical", "ledoit_wolf", "diagonal")
-        ]
+        cells = [str(r["N"])] + [f"{r[k]:.2f}" for k in ("empirical", "ledoit_wolf", "diagonal")]
         cells += [f"{r['gpfa_' + m]:.2f}" for m in methods]
         cells += [f"{r['seconds_' + m]:.0f}" for m in methods]
         print("| " + " | ".join(cells) + " |", file=out)
@@ -151,7 +149,12 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true")
     p.add_argument("--sizes", type=int, nargs="*", default=None)
     p.add_argument("--methods", nargs="*", default=["auto", "advi"])
-    p.add_argument("--K", type=int, default=31, help="truncation level (default 31 = D, as the paper's K = D = 40)")
+    p.add_argument(
+        "--K",
+        type=int,
+        default=31,
+        help="truncation level (default 31 = D, as the paper's K = D = 40)",
+    )
     p.add_argument("--iter", type=int, default=None, help="maximum iterations (default 1000)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", default=None)

@@ -75,9 +75,8 @@ def _unary_real_rule(types):
 
 
 def _reduce_rule(types):
-    if types[0].is_scalar:
-        return types[0]
-    return types[0].with_base("real") if types[0].base == "real" else INT
+    """sum/prod/max/min of a container: a scalar of the container's element base type."""
+    return INT if types[0].is_int else REAL
 
 
 def _fixed(result: SType):
@@ -445,6 +444,10 @@ _register("to_array_1d", lambda t: SType(t[0].base, "scalar", 1), _to_vector, na
 def _to_matrix(args, types):
     x, t = args[0], types[0]
     if len(args) == 1:
+        if t.adims == 1 and t.kind in ("vector", "row_vector"):
+            return x  # an array of N vectors of size D: the N x D matrix of those rows
+        if t.adims == 2 and t.kind == "scalar":
+            return x  # array[N, D] real
         if t.kind == "vector":
             return x[..., :, None]
         if t.kind == "row_vector":
@@ -719,6 +722,18 @@ def _diag_post_multiply(args, types):
     return m * v[..., None, :]
 
 
+def _add_diag(args, types):
+    m, d = args
+    k = fast_shape(m)[-1]
+    if types[1].is_scalar:
+        d = np.reshape(to_array(d), fast_shape(to_array(d)) + (1, 1)) * onp.eye(k)
+    else:
+        d = d[..., :, None] * onp.eye(k)
+    m, d = align_batch([m, d], [2, 2])
+    return m + d
+
+
+_register("add_diag", _fixed(MATRIX), _add_diag, nargs=(2,))
 _register("diag_pre_multiply", _fixed(MATRIX), _diag_pre_multiply, nargs=(2,))
 _register("diag_post_multiply", _fixed(MATRIX), _diag_post_multiply, nargs=(2,))
 

@@ -396,6 +396,7 @@ def test_gp_exp_quad_cov():
 
 TESTED_ELSEWHERE = {
     "Phi_approx",
+    "add_diag",  # test_to_matrix_of_an_array_of_vectors_and_add_diag
     "floor",
     "ceil",
     "round",
@@ -1003,3 +1004,39 @@ def test_regression_cbrt_is_differentiable():
     # bug: cbrt used np.cbrt, which autograd cannot differentiate
     g = autograd.grad(lambda x: anp.sum(call("cbrt", [x], [VECTOR])))(np.array([[8.0, -27.0]]))
     np.testing.assert_allclose(g, [[1 / 12, 1 / 27]])
+
+
+def test_reductions_of_containers_are_scalars_in_batched_arithmetic():
+    """Regression: `sum(matrix)` was typed as a matrix, so `-log_determinant(S) - sum(S)` summed
+    over the draws of a batch as well (right for one draw, wrong for several)."""
+    text = """
+    parameters { real<lower=0> s; }
+    model {
+      matrix[2, 2] Sigma = diag_matrix(rep_vector(s, 2));
+      target += -log_determinant(Sigma) - sum(Sigma);
+    }
+    """
+    model = CompiledModel(check(parse(text, "t.model")), {})
+    zeta = np.array([[0.0], [1.0], [2.0]])
+    s = np.exp(zeta[:, 0])
+    expected = -2 * np.log(s) - 2 * s + zeta[:, 0]  # log-Jacobian of the lower=0 transform
+    np.testing.assert_allclose(model.log_joint(zeta), expected, rtol=1e-12)
+
+
+def test_to_matrix_of_an_array_of_vectors_and_add_diag():
+    text = """
+    data { int N; int D; array[N] vector[D] y; }
+    transformed data {
+      matrix[D, D] yty = crossprod(to_matrix(y));
+      matrix[D, D] a = add_diag(yty, 2.5);
+      matrix[D, D] b = add_diag(yty, [1, 2]');
+    }
+    parameters { real mu; }
+    model { mu ~ normal(0, 1); }
+    """
+    y = np.arange(6.0).reshape(3, 2)
+    data = {"N": np.asarray(3), "D": np.asarray(2), "y": y}
+    model = CompiledModel(check(parse(text, "t.model")), data)
+    np.testing.assert_allclose(model.data["yty"], y.T @ y)
+    np.testing.assert_allclose(model.data["a"], y.T @ y + 2.5 * np.eye(2))
+    np.testing.assert_allclose(model.data["b"], y.T @ y + np.diag([1.0, 2.0]))
