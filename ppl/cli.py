@@ -56,10 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(f)
     f.add_argument(
         "--method",
-        default="auto",
+        default="advi",
         choices=["auto", "advi", "meanfield", "fullrank"],
-        help="auto (default): gamma family for positive parameters, Gaussian for the rest; "
-        "advi/meanfield: mean-field Gaussian ADVI for all; fullrank: full-rank Gaussian ADVI",
+        help="advi/meanfield (default): mean-field Gaussian ADVI; fullrank: full-rank Gaussian "
+        "ADVI; auto (experimental): gamma family for positive parameters, Gaussian for the rest",
     )
     f.add_argument("--iter", type=int, default=10000, help="maximum iterations (default 10000)")
     f.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
@@ -102,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     fmt = r.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print the IR as JSON")
     fmt.add_argument("--dot", action="store_true", help="print the IR as a Graphviz digraph")
-    r.add_argument("--method", default="auto", choices=["auto", "advi", "meanfield", "fullrank"])
+    r.add_argument("--method", default="advi", choices=["auto", "advi", "meanfield", "fullrank"])
 
     c = sub.add_parser(
         "check", help="parse and check the model (and the data, if given) without fitting"
