@@ -1,7 +1,7 @@
 """Build the data files of models/gpfa/ (run from the repository root).
 
 - data/cells_hcs_inten.csv: the 31 intensity columns (plus `case`, the original Train/Test split)
-  of /work/shared/data/real/factor/cells_hcs.csv, values unmodified; the subset named in that
+  of data/cells_hcs.csv (an unmodified copy of the source table), values unmodified; the subset named in that
   folder's README for D in 10-40. Transformations (log1p, standardisation) are done by
   benchmarks/gpfa_cytof.py, not here.
 - example.json: a small synthetic GPFA data set (N = 200, D = 10, K = 3) for the README's fit
@@ -14,8 +14,8 @@ import os
 
 import numpy as np
 
-SOURCE = "/work/shared/data/real/factor/cells_hcs.csv"
 HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.join(HERE, "data", "cells_hcs.csv")
 
 with open(SOURCE, newline="") as f:
     reader = csv.reader(f)
