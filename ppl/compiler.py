@@ -212,16 +212,19 @@ class CompiledModel:
         except ValueError:
             ok = False
         if not ok:
-            raise ModelError(
-                format_location(
-                    self.program.filename,
-                    self.program.source,
-                    d.pos.line,
-                    d.pos.col,
-                    f"the {bname} bound of '{d.name}' has dimensions {list(bshape)} but '{d.name}' "
-                    f"has dimensions {list(shape)}",
-                )
+            raise self._decl_error(
+                d,
+                f"the {bname} bound of '{d.name}' has dimensions {list(bshape)} but '{d.name}' "
+                f"has dimensions {list(shape)}",
             )
+
+    def _decl_error(self, d: ast.Decl, message: str) -> ModelError:
+        """A ModelError located at a declaration, with its source line and a caret."""
+        return ModelError(
+            format_location(
+                self.program.filename, self.program.source, d.pos.line, d.pos.col, message
+            )
+        )
 
     @staticmethod
     def _aligned_bound(value, btype: SType, ptype: SType):
@@ -253,15 +256,8 @@ class CompiledModel:
             try:
                 x, lj = _forward(t, u, len(lat.shape))
             except ValueError as e:
-                d = lat.decl
-                raise ModelError(
-                    format_location(
-                        self.program.filename,
-                        self.program.source,
-                        d.pos.line,
-                        d.pos.col,
-                        f"cannot apply the bounds of '{lat.name}': {e}",
-                    )
+                raise self._decl_error(
+                    lat.decl, f"cannot apply the bounds of '{lat.name}': {e}"
                 ) from None
             env[lat.name] = x
             if lj is not None:

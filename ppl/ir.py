@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 
 from ppl import ast
 from ppl.checker import CheckedProgram, decl_type
+from ppl.types import SPEC_KIND
 
 _BLOCK_LABEL = {
     "data": "data",
@@ -36,7 +37,10 @@ _BLOCK_LABEL = {
     "generated_quantities": "generated quantities",
 }
 
-# The supports a node can have (Node.support), as printed by `ppl ir`.
+_PLAIN = ("vector", "row_vector", "matrix")
+
+# The supports a node can have (Node.support), as printed by `ppl ir`: the constrained types
+# (simplex, ordered, cov_matrix, ...) are their own support.
 SUPPORTS = (
     "real",
     "positive",
@@ -48,16 +52,7 @@ SUPPORTS = (
     "positive int",
     "nonnegative int",
     "binary",
-    "simplex",
-    "ordered",
-    "positive_ordered",
-    "unit_vector",
-    "sum_to_zero_vector",
-    "cov_matrix",
-    "corr_matrix",
-    "cholesky_factor_cov",
-    "cholesky_factor_corr",
-)
+) + tuple(kind for kind in SPEC_KIND if SPEC_KIND[kind] != "scalar" and kind not in _PLAIN)
 
 
 @dataclass

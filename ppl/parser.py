@@ -11,6 +11,7 @@ from lark import Lark, Transformer, v_args
 
 from ppl import ast
 from ppl.errors import ModelSyntaxError
+from ppl.types import SPEC_KIND
 
 _GRAMMAR_FILE = "stan.lark"
 
@@ -23,23 +24,7 @@ _TERMINAL_NAMES = {
 }
 
 
-_TYPE_WORDS = {
-    "int",
-    "real",
-    "vector",
-    "row_vector",
-    "matrix",
-    "array",
-    "simplex",
-    "ordered",
-    "positive_ordered",
-    "unit_vector",
-    "sum_to_zero_vector",
-    "cov_matrix",
-    "corr_matrix",
-    "cholesky_factor_cov",
-    "cholesky_factor_corr",
-}
+_TYPE_WORDS = set(SPEC_KIND) | {"array"}  # the keywords that start a declaration
 _CLOSERS = {";", "}", ")", "]", ",", ">"}
 
 

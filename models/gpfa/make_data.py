@@ -1,9 +1,9 @@
 """Build the data files of models/gpfa/ (run from the repository root).
 
 - data/cells_hcs_inten.csv: the 31 intensity columns (plus `case`, the original Train/Test split)
-  of data/cells_hcs.csv (an unmodified copy of the source table), values unmodified; the subset named in that
-  folder's README for D in 10-40. Transformations (log1p, standardisation) are done by
-  benchmarks/gpfa_cytof.py, not here.
+  of data/cells_hcs.csv (an unmodified copy of the source table), values unmodified; the subset
+  that the source collection's README names for D in 10-40. Transformations (log1p,
+  standardisation) are done by benchmarks/gpfa_cytof.py, not here.
 - example.json: a small synthetic GPFA data set (N = 200, D = 10, K = 3) for the README's fit
   command, drawn as in Knowles (2015) section 4.2 (W ~ 0.8 delta_0 + 0.2 U[0, 1], noise var 0.1).
 """
