@@ -56,10 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(f)
     f.add_argument(
         "--method",
-        default="advi",
+        default="auto",
         choices=["auto", "advi", "meanfield", "fullrank"],
-        help="advi/meanfield (default): mean-field Gaussian ADVI; fullrank: full-rank Gaussian "
-        "ADVI; auto (experimental): gamma family for positive parameters, Gaussian for the rest",
+        help="auto (default): gamma family for positive parameters, Gaussian for the rest; "
+        "advi/meanfield: mean-field Gaussian ADVI for every parameter; fullrank: full-rank "
+        "Gaussian ADVI",
     )
     f.add_argument("--iter", type=int, default=10000, help="maximum iterations (default 10000)")
     f.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
@@ -91,9 +92,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     f.add_argument(
         "--optimizer",
-        default="adam",
+        default=None,
         choices=["adadelta", "adagrad", "rmsprop", "sgd", "adam"],
-        help="stochastic optimiser for --method auto (default adam)",
+        help="under --method auto, run a stochastic SGVB phase with this optimiser before the "
+        "deterministic refinement (default: none; adam when --no-polish)",
+    )
+    f.add_argument(
+        "--no-polish",
+        action="store_true",
+        help="skip the deterministic L-BFGS polish: stochastic optimisation only, as Stan",
     )
     f.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -102,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     fmt = r.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print the IR as JSON")
     fmt.add_argument("--dot", action="store_true", help="print the IR as a Graphviz digraph")
-    r.add_argument("--method", default="advi", choices=["auto", "advi", "meanfield", "fullrank"])
+    r.add_argument("--method", default="auto", choices=["auto", "advi", "meanfield", "fullrank"])
 
     c = sub.add_parser(
         "check", help="parse and check the model (and the data, if given) without fitting"
@@ -189,6 +196,7 @@ def cmd_fit(args) -> int:
             grad_samples=args.grad_samples,
             families=_sets(args.family),
             optimizer=args.optimizer,
+            refine_draws=0 if args.no_polish else 64,
             progress=progress,
         )
     finally:
@@ -212,7 +220,7 @@ def cmd_fit(args) -> int:
             f"-> {polish['elbo_polished']:.6g}"
         )
     elif polish:
-        print("polish: did not improve the stochastic ADVI fit; kept it")
+        print("polish: did not improve the fit; kept the unpolished one")
     print(f"ELBO: {vi.elbo:.6g} ({'converged' if vi.converged else 'NOT converged'})")
     for name, fam in result.families.items():
         print(f"  q({name}): {fam}")

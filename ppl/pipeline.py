@@ -176,7 +176,7 @@ def fit(
     elbo_samples: int = 100,
     refine_draws: int = 64,
     families: dict[str, str] | None = None,
-    optimizer: str = "adam",
+    optimizer: str | None = None,
     progress: Callable[[int, float | None], None] | None = None,
 ) -> FitResult:
     """Fit the model's latents with the chosen method; return constrained posterior draws."""
@@ -240,13 +240,15 @@ def fit(
 
 
 def _fit_sgvb(model, chosen, init, rng, *, polish_fit, optimizer, progress, **options):
-    """Gamma SGVB warm-started from mean-field ADVI (moment-matched), then polished.
+    """Gamma SGVB warm-started from mean-field ADVI (moment-matched), then refined.
 
     ADVI with its deterministic polish puts every latent near its optimum on the log scale; the
-    gamma blocks start from the gamma with the same mean and variance of log x, so the stochastic
-    SGVB phase only has to move from a lognormal-shaped to a gamma-shaped fit.
+    gamma blocks start from the gamma with the same mean and variance of log x, and L-BFGS on the
+    fixed-draw ELBO moves them from a lognormal-shaped to a gamma-shaped fit. A stochastic SGVB
+    phase runs in between when an optimiser is named, and replaces the L-BFGS refinement when
+    the polish is off (``refine_draws=0``).
     """
-    from ppl.inference.sgvb import Block, MixedFamily, fit_sgvb
+    from ppl.inference.sgvb import Block, MixedFamily, fit_sgvb, refine_warm_start
 
     advi_options = {k: options[k] for k in ("tol_rel_obj", "elbo_samples") if k in options}
     warm = fit_advi(
@@ -266,16 +268,30 @@ def _fit_sgvb(model, chosen, init, rng, *, polish_fit, optimizer, progress, **op
     ]
     family = MixedFamily(blocks, model.dim)
     theta0 = family.from_gaussian(warm.mean, warm.sd)
-    result = fit_sgvb(
-        model.log_joint,
-        family,
-        init,
-        seed=int(rng.integers(2**31)),
-        polish=polish_fit,
-        optimizer=optimizer,
-        theta0=theta0,
-        **options,
-    )
+    result = None
+    if optimizer is not None or not polish_fit:
+        result = fit_sgvb(
+            model.log_joint,
+            family,
+            init,
+            seed=int(rng.integers(2**31)),
+            polish=False,
+            optimizer=optimizer or "adam",
+            theta0=theta0,
+            **options,
+        )
+    if polish_fit:
+        stochastic = result
+        start = theta0 if stochastic is None else stochastic.theta
+        result = refine_warm_start(model.log_joint, family, start, seed=int(rng.integers(2**31)))
+        result.converged = warm.converged or (stochastic is not None and stochastic.converged)
+        if stochastic is not None:
+            result.optimizer = f"{stochastic.optimizer}, then L-BFGS"
+            result.iterations += stochastic.iterations
+            result.grad_evals += stochastic.grad_evals
+            result.warnings = stochastic.warnings + result.warnings
+            shifted = [(i + stochastic.iterations, e) for i, e in result.elbo_trace[1:]]
+            result.elbo_trace = stochastic.elbo_trace + shifted
     result.iterations += warm.iterations
     result.grad_evals += warm.grad_evals
     result.warnings = list(warm.warnings) + result.warnings

@@ -201,8 +201,11 @@ def test_fit_draws_fit_json_elbo(two_fits):
         "families",
     ):
         assert key in info, key
-    assert info["seed"] == 1 and info["method"] == "meanfield" and 1 <= info["iterations"] <= 2000
-    assert info["variational_parameters"]["tau"]["family"] == "gaussian"
+    # the default method is auto: tau (real<lower=0>) gets a gamma family, the rest Gaussians
+    assert info["seed"] == 1 and info["method"] == "sgvb" and 1 <= info["iterations"] <= 13000
+    tau = info["variational_parameters"]["tau"]
+    assert tau["family"] == "gamma" and tau["shape"][0] > 0 and tau["rate"][0] > 0
+    assert info["variational_parameters"]["mu"]["family"] == "gaussian"
     assert set(info["families"]) == {"mu", "tau", "theta_trans"} and isinstance(
         info["warnings"], list
     )

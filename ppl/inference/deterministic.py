@@ -31,7 +31,14 @@ def guarded_mean(log_joint: Callable, zeta) -> object:
     return (anp.sum(good) + penalty) / len(values)
 
 
-def minimise(negative_objective: Callable, theta0: np.ndarray, *, max_iter: int = 2000):
+def minimise(
+    negative_objective: Callable,
+    theta0: np.ndarray,
+    *,
+    max_iter: int = 2000,
+    ftol: float = 1e-13,
+    gtol: float = 1e-9,
+):
     """L-BFGS on an autograd objective; returns (scipy result, best theta, best value).
 
     Non-finite values or gradients count as +inf with a zero gradient (the line search backs
@@ -56,7 +63,7 @@ def minimise(negative_objective: Callable, theta0: np.ndarray, *, max_iter: int 
             np.asarray(theta0, dtype=float),
             jac=True,
             method="L-BFGS-B",
-            options={"maxiter": max_iter, "maxcor": 30, "ftol": 1e-13, "gtol": 1e-9},
+            options={"maxiter": max_iter, "maxcor": 30, "ftol": ftol, "gtol": gtol},
         )
     return opt, best["theta"], best["value"]
 

@@ -300,11 +300,49 @@ def fit_sgvb(
     return result
 
 
-def _polish(log_joint: Callable, result: SGVBResult, *, seed: int, max_iter: int = 3000) -> None:
+def refine_warm_start(
+    log_joint: Callable,
+    family: MixedFamily,
+    theta0: np.ndarray,
+    *,
+    seed: int = 0,
+    max_iter: int = 500,
+    draws: int = 256,
+) -> SGVBResult:
+    """Deterministic refinement of a start that is already near the optimum (moment-matched
+    from a polished ADVI fit): L-BFGS on the fixed-draw ELBO, no stochastic phase.
+
+    From such a start the stochastic phase only adds noise, and the polish to full precision
+    is slow because the ELBO is flat in the gamma shapes: on the epilepsy frailty model 900
+    L-BFGS iterations (115 s) gained 0.02 nats. The looser tolerances stop where the gain per
+    iteration is far below the Monte Carlo error of the ELBO itself.
+    """
+    start = time.perf_counter()
+    check = np.random.default_rng(seed).standard_normal((100, family.dim))
+    elbo0 = elbo_estimate(log_joint, family, theta0, check)
+    result = SGVBResult(
+        family, np.array(theta0, dtype=float), [(0, elbo0)], elbo0, 0, 0, True, "L-BFGS",
+        0.0, [], draws,
+    )  # fmt: skip
+    _polish(log_joint, result, seed=seed + 1, max_iter=max_iter, draws=draws, ftol=1e-8, gtol=1e-5)
+    result.iterations = result.polish["iterations"]
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _polish(
+    log_joint: Callable,
+    result: SGVBResult,
+    *,
+    seed: int,
+    max_iter: int = 3000,
+    draws: int = 256,
+    ftol: float = 1e-13,
+    gtol: float = 1e-9,
+) -> None:
     """L-BFGS on the ELBO with fixed noise; kept only if not worse on independent draws."""
     family = result.family
-    # as many draws as is cheap: the fixed-draw optimum of a scale or shape is off by ~1/n
-    eps = fixed_normal_draws(int(min(max(256, 4 * family.size), 1024)), family.dim, seed)
+    eps = fixed_normal_draws(draws, family.dim, seed)
     n_draws = len(eps)
     calls = {"n": 0}
 
@@ -313,7 +351,9 @@ def _polish(log_joint: Callable, result: SGVBResult, *, seed: int, max_iter: int
         zeta, entropy = family.draws(th, eps)
         return -(guarded_mean(log_joint, zeta) + entropy)
 
-    opt, best_theta, _ = minimise(negative_elbo, result.theta, max_iter=max_iter)
+    opt, best_theta, _ = minimise(
+        negative_elbo, result.theta, max_iter=max_iter, ftol=ftol, gtol=gtol
+    )
     info = {
         "used": False,
         "draws": n_draws,
