@@ -29,9 +29,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 import numpy as np
@@ -192,26 +194,39 @@ def run_one(network: str, k: int, split: int, method: str, *, draws: int = 200, 
         "n_train_edges": int(len(train)),
         "n_test_pairs": int(len(test)),
         "n_test_edges": int(labels.sum()),
+        "options": options,
     }
+
+
+def _key(row: dict) -> tuple:
+    """What identifies a fit: the data, the split, the method and the fit options."""
+    options = tuple(sorted(row.get("options", {}).items()))
+    return (row["network"], row["K"], row["split"], row["method"], options)
 
 
 def table(rows: list[dict]) -> str:
     out = [
-        f"{'network':<18} {'K':>3} {'method':<18} {'splits':>6} {'test AUC':>17} {'s/fit':>8}",
-        "-" * 75,
+        f"{'network':<18} {'K':>3} {'method':<26} {'splits':>6} {'test AUC':>17} {'s/fit':>8}",
+        "-" * 83,
     ]
+
+    def group(row):
+        polished = row.get("options", {}).get("refine_draws", 0) > 0
+        return row["network"], row["K"], row["method"], polished
+
     keys = []
     for row in rows:
-        key = (row["network"], row["K"], row["method"])
-        if key not in keys:
-            keys.append(key)
-    for net, k, method in keys:
-        sel = [r for r in rows if (r["network"], r["K"], r["method"]) == (net, k, method)]
+        if group(row) not in keys:
+            keys.append(group(row))
+    for key in keys:
+        net, k, method, polished = key
+        sel = [r for r in rows if group(r) == key]
         a = np.array([r["auc"] for r in sel])
         sd = float(np.std(a, ddof=1)) if len(a) > 1 else float("nan")
         secs = float(np.mean([r["seconds"] for r in sel]))
+        label = LABELS.get(method, method) + (" +polish" if polished else "")
         out.append(
-            f"{net:<18} {k:>3} {LABELS.get(method, method):<18} {len(sel):>6} "
+            f"{net:<18} {k:>3} {label:<26} {len(sel):>6} "
             f"{np.mean(a):>8.4f} ± {sd:<6.4f} {secs:>8.1f}"
         )
     return "\n".join(out)
@@ -230,7 +245,12 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--polish", action="store_true", help="run ppl's deterministic L-BFGS polish (slow here)"
     )
-    ap.add_argument("--save", help="write every fit's result to this JSON file")
+    ap.add_argument(
+        "--save",
+        help="write every fit's result to this JSON file as it finishes; an existing file is "
+        "resumed (fits already in it with the same options are not run again)",
+    )
+    ap.add_argument("--jobs", type=int, default=1, help="fits run in parallel processes")
     ap.add_argument("--table", help="only print the table of a JSON file written by --save")
     args = ap.parse_args(argv)
     if args.table:
@@ -244,21 +264,41 @@ def main(argv=None) -> int:
         f"methods {', '.join(args.methods)}; {args.draws} draws; fit options {options}",
         flush=True,
     )
-    rows = []
-    for net in args.networks:
-        for k in args.K:
-            for split in range(splits):
-                for method in args.methods:
-                    row = run_one(net, k, split, method, draws=args.draws, options=options)
-                    rows.append(row)
-                    print(
-                        f"  {net} K={k} split={split} {method}: AUC {row['auc']:.4f}, "
-                        f"{row['seconds']:.1f} s, {row['iterations']} it, "
-                        f"ELBO {row['elbo']:.1f}, converged {row['converged']}",
-                        flush=True,
-                    )
-                    if args.save:
-                        Path(args.save).write_text(json.dumps(rows, indent=1))
+    save = Path(args.save) if args.save else None
+    rows = json.loads(save.read_text()) if save and save.exists() else []
+    done = {_key(r) for r in rows}
+    todo = [
+        (net, k, split, method)
+        for net in args.networks
+        for k in args.K
+        for split in range(splits)
+        for method in args.methods
+        if _key({"network": net, "K": k, "split": split, "method": method, "options": options})
+        not in done
+    ]
+    if rows:
+        print(f"resuming: {len(rows)} fits already in {save}, {len(todo)} to run", flush=True)
+    # one BLAS thread per fit, so that --jobs processes share the cores instead of oversubscribing
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        futures = [
+            pool.submit(run_one, net, k, split, method, draws=args.draws, options=options)
+            for net, k, split, method in todo
+        ]
+        for future in as_completed(futures):
+            row = future.result()
+            rows.append(row)
+            print(
+                f"  {row['network']} K={row['K']} split={row['split']} {row['method']}: "
+                f"AUC {row['auc']:.4f}, {row['seconds']:.1f} s, {row['iterations']} it, "
+                f"ELBO {row['elbo']:.1f}, converged {row['converged']}",
+                flush=True,
+            )
+            if save:
+                tmp = save.with_suffix(".tmp")
+                tmp.write_text(json.dumps(rows, indent=1))
+                tmp.replace(save)
     print()
     print(table(rows))
     return 0

@@ -238,13 +238,15 @@ def laplace(
     drops.
     """
     dim = len(init)
+    if dim > _MAX_DENSE_PRECONDITIONER:
+        return None  # no dense Hessian at this size, so no Laplace candidate: skip the mode search
 
     def negative_log_joint(z):
         return -log_joint(anp.reshape(z, (1, dim)))[0]
 
     opt, _, _ = minimise(negative_log_joint, np.asarray(init, float), max_iter=max_iter)
     mode = opt.x
-    if not np.isfinite(opt.fun) or dim > _MAX_DENSE_PRECONDITIONER:
+    if not np.isfinite(opt.fun):
         return None
     try:
         with np.errstate(all="ignore"):
@@ -299,8 +301,9 @@ def polish(
             np.minimum(c.scale_tril, 1.0) if c is not candidates[-1] or not lap else c.scale_tril
         )
     D = sga.dim
-    # enough fixed draws that the objective cannot be over-fitted by the variational parameters
-    mf_draws = int(min(max(4 * draws, 4 * D), 512))
+    # enough fixed draws that the objective cannot be over-fitted by the variational parameters;
+    # a mean-field scale sees only its own coordinate's draws, so their number need not grow with D
+    mf_draws = 4 * draws
     fr_draws = int(min(max(4 * draws, 4 * (D + D * (D + 1) // 2)), 512))
     q, info = refine(log_joint, _best(log_joint, candidates, probe), draws=mf_draws, seed=seed)
     stages = [dict(info, family="meanfield")]
