@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -174,6 +175,39 @@ def fit_gamma_sgvb(
     return values, float(vi.elbo), int(vi.iterations), bool(vi.converged)
 
 
+class _FitTimeout(Exception):
+    pass
+
+
+def _raise_timeout(signum, frame):
+    raise _FitTimeout
+
+
+def run_one_guarded(network: str, k: int, split: int, method: str, *, timeout: int, **kwargs):
+    """run_one, but a fit that fails (ppl's FitError) or exceeds `timeout` seconds becomes a row
+    with AUC NaN and the reason, so that one bad fit neither stops nor stalls the experiment."""
+    from ppl.errors import PplError
+
+    base = {"network": network, "K": k, "split": split, "method": method}
+    base["options"] = dict(kwargs.get("options") or fit_options())
+    previous = signal.signal(signal.SIGALRM, _raise_timeout)
+    signal.alarm(timeout)
+    start = time.perf_counter()
+    try:
+        return run_one(network, k, split, method, **kwargs)
+    except _FitTimeout:
+        error = f"no result within the {timeout} s limit"
+    except PplError as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    nan = float("nan")
+    seconds = time.perf_counter() - start
+    return {**base, "auc": nan, "seconds": seconds, "elbo": nan, "iterations": 0,
+            "converged": False, "error": error}  # fmt: skip
+
+
 def run_one(network: str, k: int, split: int, method: str, *, draws: int = 200, options=None):
     n, edges = load_network(network)
     train, test, labels = split_pairs(n, edges, seed=split)
@@ -216,8 +250,9 @@ def _key(row: dict) -> tuple:
 
 def table(rows: list[dict]) -> str:
     out = [
-        f"{'network':<18} {'K':>3} {'method':<26} {'splits':>6} {'test AUC':>17} {'s/fit':>8}",
-        "-" * 83,
+        f"{'network':<18} {'K':>3} {'method':<26} {'splits':>6} {'failed':>6} {'test AUC':>17} "
+        f"{'s/fit':>8}",
+        "-" * 90,
     ]
 
     def group(row):
@@ -231,13 +266,14 @@ def table(rows: list[dict]) -> str:
     for key in keys:
         net, k, method, polished = key
         sel = [r for r in rows if group(r) == key]
-        a = np.array([r["auc"] for r in sel])
+        failed = sum("error" in r for r in sel)
+        a = np.array([r["auc"] for r in sel if "error" not in r])
         sd = float(np.std(a, ddof=1)) if len(a) > 1 else float("nan")
         secs = float(np.mean([r["seconds"] for r in sel]))
         label = LABELS.get(method, method) + (" +polish" if polished else "")
         out.append(
-            f"{net:<18} {k:>3} {label:<26} {len(sel):>6} "
-            f"{np.mean(a):>8.4f} ± {sd:<6.4f} {secs:>8.1f}"
+            f"{net:<18} {k:>3} {label:<26} {len(a):>6} {failed:>6} "
+            f"{np.mean(a) if len(a) else float('nan'):>8.4f} ± {sd:<6.4f} {secs:>8.1f}"
         )
     return "\n".join(out)
 
@@ -261,6 +297,9 @@ def main(argv=None) -> int:
         "resumed (fits already in it with the same options are not run again)",
     )
     ap.add_argument("--jobs", type=int, default=1, help="fits run in parallel processes")
+    ap.add_argument(
+        "--timeout", type=int, default=900, help="seconds after which a fit counts as failed"
+    )
     ap.add_argument("--table", help="only print the table of a JSON file written by --save")
     args = ap.parse_args(argv)
     if args.table:
@@ -290,7 +329,16 @@ def main(argv=None) -> int:
         print(f"resuming: {len(rows)} fits already in {save}, {len(todo)} to run", flush=True)
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         futures = [
-            pool.submit(run_one, net, k, split, method, draws=args.draws, options=options)
+            pool.submit(
+                run_one_guarded,
+                net,
+                k,
+                split,
+                method,
+                timeout=args.timeout,
+                draws=args.draws,
+                options=options,
+            )  # fmt: skip
             for net, k, split, method in todo
         ]
         for future in as_completed(futures):
@@ -299,7 +347,8 @@ def main(argv=None) -> int:
             print(
                 f"  {row['network']} K={row['K']} split={row['split']} {row['method']}: "
                 f"AUC {row['auc']:.4f}, {row['seconds']:.1f} s, {row['iterations']} it, "
-                f"ELBO {row['elbo']:.1f}, converged {row['converged']}",
+                f"ELBO {row['elbo']:.1f}, converged {row['converged']}"
+                + (f" -- FAILED: {row['error']}" if "error" in row else ""),
                 flush=True,
             )
             if save:

@@ -251,23 +251,29 @@ def _fit_sgvb(model, chosen, init, rng, *, polish_fit, optimizer, progress, **op
     from ppl.inference.sgvb import Block, MixedFamily, fit_sgvb, refine_warm_start
 
     advi_options = {k: options[k] for k in ("tol_rel_obj", "elbo_samples") if k in options}
-    warm = fit_advi(
-        model.log_joint,
-        model.dim,
-        method="meanfield",
-        max_iter=options.get("max_iter", 10000),
-        init=init,
-        seed=int(rng.integers(2**31)),
-        progress=progress,
-        **advi_options,
-    )
-    if polish_fit:
-        warm, _ = polish(model.log_joint, warm, init, seed=int(rng.integers(2**31)))
     blocks = [
         Block(lat.name, chosen[lat.name], lat.offset, lat.size) for lat in model.latents if lat.size
     ]
     family = MixedFamily(blocks, model.dim)
-    theta0 = family.from_gaussian(warm.mean, warm.sd)
+    try:
+        warm = fit_advi(
+            model.log_joint,
+            model.dim,
+            method="meanfield",
+            max_iter=options.get("max_iter", 10000),
+            init=init,
+            seed=int(rng.integers(2**31)),
+            progress=progress,
+            **advi_options,
+        )
+    except FitError as exc:
+        # a Gaussian that wanders into overflow need not stop the gamma fit: start it cold, with
+        # the paper's AdaDelta (its steps grow with the parameters, Adam's fixed ones do not)
+        warm, failure = None, str(exc).split(". ")[0]
+        optimizer = optimizer or "adadelta"
+    if warm is not None and polish_fit:
+        warm, _ = polish(model.log_joint, warm, init, seed=int(rng.integers(2**31)))
+    theta0 = None if warm is None else family.from_gaussian(warm.mean, warm.sd)
     result = None
     if optimizer is not None or not polish_fit:
         result = fit_sgvb(
@@ -284,7 +290,9 @@ def _fit_sgvb(model, chosen, init, rng, *, polish_fit, optimizer, progress, **op
         stochastic = result
         start = theta0 if stochastic is None else stochastic.theta
         result = refine_warm_start(model.log_joint, family, start, seed=int(rng.integers(2**31)))
-        result.converged = warm.converged or (stochastic is not None and stochastic.converged)
+        result.converged = (warm is not None and warm.converged) or (
+            stochastic is not None and stochastic.converged
+        )
         if stochastic is not None:
             result.optimizer = f"{stochastic.optimizer}, then L-BFGS"
             result.iterations += stochastic.iterations
@@ -292,9 +300,16 @@ def _fit_sgvb(model, chosen, init, rng, *, polish_fit, optimizer, progress, **op
             result.warnings = stochastic.warnings + result.warnings
             shifted = [(i + stochastic.iterations, e) for i, e in result.elbo_trace[1:]]
             result.elbo_trace = stochastic.elbo_trace + shifted
-    result.iterations += warm.iterations
-    result.grad_evals += warm.grad_evals
-    result.warnings = list(warm.warnings) + result.warnings
+    if warm is None:
+        result.warnings.insert(
+            0,
+            f"the mean-field ADVI warm start failed ({failure}); gamma SGVB started from the "
+            f"default start with {optimizer}",
+        )
+    else:
+        result.iterations += warm.iterations
+        result.grad_evals += warm.grad_evals
+        result.warnings = list(warm.warnings) + result.warnings
     info = result.polish
     if info is not None:
         info = {
@@ -304,7 +319,9 @@ def _fit_sgvb(model, chosen, init, rng, *, polish_fit, optimizer, progress, **op
             "elbo_polished": info.get("elbo_after", float("nan")),
             "gradient_evaluations": info["gradient_evaluations"],
             "draws": info["draws"],
-            "warm_start": "mean-field ADVI, moment-matched to gamma",
+            "warm_start": "none (ADVI failed)"
+            if warm is None
+            else "mean-field ADVI, moment-matched to gamma",
         }
     return result, info
 

@@ -91,3 +91,19 @@ def test_without_polish_auto_is_purely_stochastic():
     # Stan's 1% rule stops a noisy optimiser early: the posterior mean to 5%, not 2%
     mean = (2 + sum(counts)) / (1 + len(counts))
     assert abs(result.draws["lambda"].mean() / mean - 1) < 0.05
+
+
+def test_failed_advi_warm_start_falls_back_to_a_cold_gamma_fit(monkeypatch):
+    import ppl.pipeline as pipeline
+    from ppl.errors import FitError
+
+    def failing_advi(*args, **kwargs):
+        raise FitError("ADVI failed at iteration 3: the log density was non-finite. Details")
+
+    monkeypatch.setattr(pipeline, "fit_advi", failing_advi)
+    counts = [7, 3, 9, 4, 6, 8, 5, 2]
+    result = fit(_model(GAMMA_POISSON, {"N": len(counts), "y": counts}), "auto", seed=2)
+    assert "warm start failed (ADVI failed at iteration 3" in result.warnings[0]
+    assert result.vi.optimizer == "adadelta, then L-BFGS"
+    fitted = result.vi.family.describe(result.vi.theta)["lambda"]
+    assert abs(fitted["shape"][0] / (2 + sum(counts)) - 1) < 0.02
