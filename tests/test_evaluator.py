@@ -1040,21 +1040,3 @@ def test_to_matrix_of_an_array_of_vectors_and_add_diag():
     np.testing.assert_allclose(model.data["yty"], y.T @ y)
     np.testing.assert_allclose(model.data["a"], y.T @ y + 2.5 * np.eye(2))
     np.testing.assert_allclose(model.data["b"], y.T @ y + np.diag([1.0, 2.0]))
-
-
-def test_matrix_reduction_in_a_target_expression_is_per_draw():
-    # once summed over the draws as well (found fitting gpfa_suffstat.model, docs/gpfa.md)
-    text = """
-    parameters { real<lower=0> s; }
-    model {
-      matrix[2, 2] Sigma = diag_matrix(rep_vector(s, 2));
-      target += -log_determinant(Sigma) - sum(Sigma);
-    }
-    """
-    from ppl.parser import parse
-
-    model = CompiledModel(check(parse(text, "t.model")), {})
-    zeta = np.array([[0.0], [1.0], [2.0]])
-    s = np.exp(zeta[:, 0])  # the lower=0 transform; its log-Jacobian is zeta
-    expected = -2 * np.log(s) - 2 * s + zeta[:, 0]
-    np.testing.assert_allclose(model.log_joint(zeta), expected, rtol=1e-12)
