@@ -57,10 +57,18 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument(
         "--method",
         default="auto",
-        choices=["auto", "advi", "meanfield", "fullrank"],
-        help="auto (default): gamma family for positive parameters, Gaussian for the rest; "
-        "advi/meanfield: mean-field Gaussian ADVI for every parameter; fullrank: full-rank "
-        "Gaussian ADVI",
+        choices=["auto", "advi", "meanfield", "fullrank", "bbvi"],
+        help="auto (default): gamma family for positive parameters, Gaussian for the rest "
+        "(binary parameters: BBVI); advi/meanfield: mean-field Gaussian ADVI for every "
+        "parameter; fullrank: full-rank Gaussian ADVI; bbvi: score-function gradients "
+        "(Rao-Blackwellised, with control variates), Bernoulli for binary parameters",
+    )
+    f.add_argument(
+        "--estimator",
+        default="rb+cv",
+        choices=["rb+cv", "rb", "naive"],
+        help="BBVI's gradient estimator: Rao-Blackwellised with control variates (default), "
+        "Rao-Blackwellised only, or the plain score function",
     )
     f.add_argument("--iter", type=int, default=10000, help="maximum iterations (default 10000)")
     f.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
@@ -95,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         choices=["adadelta", "adagrad", "rmsprop", "sgd", "adam"],
         help="under --method auto, run a stochastic SGVB phase with this optimiser before the "
-        "deterministic refinement (default: none; adam when --no-polish)",
+        "deterministic refinement (default: none; adam when --no-polish); under --method bbvi, "
+        "the optimiser (default: Stan's ADVI step sequence; adagrad is the BBVI paper's)",
     )
     f.add_argument(
         "--no-polish",
@@ -109,7 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     fmt = r.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print the IR as JSON")
     fmt.add_argument("--dot", action="store_true", help="print the IR as a Graphviz digraph")
-    r.add_argument("--method", default="auto", choices=["auto", "advi", "meanfield", "fullrank"])
+    r.add_argument(
+        "--method", default="auto", choices=["auto", "advi", "meanfield", "fullrank", "bbvi"]
+    )
 
     c = sub.add_parser(
         "check", help="parse and check the model (and the data, if given) without fitting"
@@ -163,7 +174,7 @@ def _progress_bar(total: int, quiet: bool):
 def _variational_parameters(result) -> dict:
     """Per latent, q's parameters on the unconstrained scale (gamma: shape and rate of x)."""
     vi = result.vi
-    if result.method == "sgvb":
+    if result.method in ("sgvb", "bbvi"):
         return vi.family.describe(vi.theta)
     sd = vi.sd
     out = {}
@@ -196,6 +207,7 @@ def cmd_fit(args) -> int:
             grad_samples=args.grad_samples,
             families=_sets(args.family),
             optimizer=args.optimizer,
+            estimator=args.estimator,
             refine_draws=0 if args.no_polish else 64,
             progress=progress,
         )
@@ -206,6 +218,12 @@ def cmd_fit(args) -> int:
     print(f"model: {args.model}")
     if result.method == "sgvb":
         how = f"gamma SGVB ({vi.optimizer}, warm-started by mean-field ADVI)"
+    elif result.method == "bbvi":
+        steps = "Stan's step sequence" if vi.optimizer == "stan" else vi.optimizer
+        how = (
+            f"BBVI ({vi.estimator} score-function gradients, {steps}, eta {vi.eta:g}, "
+            f"{vi.grad_samples} draws per step)"
+        )
     else:
         how = f"{result.method} ADVI, eta {vi.eta:g}"
     print(

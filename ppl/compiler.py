@@ -20,7 +20,7 @@ from ppl.errors import FitError, ModelError
 from ppl.evaluator import Devectorise, ElementList, Evaluator, NeedsPerSample, Rejected
 from ppl.parser import format_location
 from ppl.transforms import Identity, LowerBound, make_transform
-from ppl.types import SType, fast_ndim, fast_shape
+from ppl.types import SType, fast_ndim, fast_shape, sum_to_batch0
 
 
 @dataclass
@@ -237,15 +237,18 @@ class CompiledModel:
         return value
 
     # ---- the log joint
-    def _constrain(self, zeta, env, ev: Evaluator):
+    def _constrain(self, zeta, env, ev: Evaluator, binary: bool = False):
         S = fast_shape(zeta)[0]
         log_jac = 0.0
         for lat in self.latents:
-            if lat.binary:
-                raise FitError(
-                    f"parameter '{lat.name}' is binary; this method needs continuous latents"
-                )
             u = self._slice(zeta, lat, S)
+            if lat.binary:
+                if not binary:
+                    raise FitError(
+                        f"parameter '{lat.name}' is binary; this method needs continuous latents"
+                    )
+                env[lat.name] = u  # the 0/1 values themselves
+                continue
             t = lat.fixed_transform
             if t is None:
                 bounds = {
@@ -253,13 +256,18 @@ class CompiledModel:
                     for k, e in lat.decl.spec.bounds.items()
                 }
                 t = make_transform(lat.kind, check=False, **bounds)
+            # with terms kept, each element's log-Jacobian is its own term
+            event_ndim = len(lat.shape) if ev.terms is None else t.core_ndim
             try:
-                x, lj = _forward(t, u, len(lat.shape))
+                x, lj = _forward(t, u, event_ndim)
             except ValueError as e:
                 raise self._decl_error(
                     lat.decl, f"cannot apply the bounds of '{lat.name}': {e}"
                 ) from None
             env[lat.name] = x
+            if lj is not None and ev.terms is not None:
+                ev.terms.append((lat.decl, lj))
+                lj = sum_to_batch0(lj)
             if lj is not None:
                 if ev.on_statement is not None:
                     ev.on_statement(lat.decl, lj)
@@ -276,25 +284,31 @@ class CompiledModel:
             return u
         return anp.reshape(u, (S,) + lat.ushape)
 
-    def _evaluate(self, zeta, with_model: bool = True, rng=None, on_statement=None):
+    def _evaluate(
+        self, zeta, with_model: bool = True, rng=None, on_statement=None, terms=None, binary=False
+    ):
         env = dict(self.data)
         ev = Evaluator(
             self.program, env, rng=rng, devectorised=self.devectorised, vectorise=self.vectorise
         )
         ev.on_statement = on_statement
-        log_jac = self._constrain(zeta, env, ev)
+        ev.terms = terms
+        log_jac = self._constrain(zeta, env, ev, binary=binary or terms is not None)
         ev.run(self.program.transformed_parameters)
         if with_model:
             ev.run(self.program.model)
         return env, ev.target, log_jac
 
-    def log_joint(self, zeta):
-        """Log joint density (up to the data's normalising constant) of S unconstrained draws."""
+    def log_joint(self, zeta, binary: bool = False):
+        """Log joint density (up to the data's normalising constant) of S unconstrained draws.
+
+        `binary=True` lets binary latents take their 0/1 values (score-function methods only).
+        """
         S = fast_shape(zeta)[0]
         if not self.per_sample:
             while True:
                 try:
-                    _, target, log_jac = self._evaluate(zeta)
+                    _, target, log_jac = self._evaluate(zeta, binary=binary)
                     return _total(target, log_jac, S)
                 except Devectorise as d:
                     self.devectorised.add(d.loop)
@@ -304,14 +318,32 @@ class CompiledModel:
         out = []
         for s in range(S):
             try:
-                _, target, log_jac = self._evaluate(zeta[s : s + 1])
+                _, target, log_jac = self._evaluate(zeta[s : s + 1], binary=binary)
                 out.append(target + log_jac + anp.zeros(1))
             except Rejected:
                 out.append(anp.full(1, -np.inf))
             except Devectorise as d:
                 self.devectorised.add(d.loop)
-                return self.log_joint(zeta)
+                return self.log_joint(zeta, binary)
         return anp.concatenate(out)
+
+    def log_terms(self, zeta: np.ndarray) -> tuple[np.ndarray, list[tuple[object, np.ndarray]]]:
+        """The log joint of S draws (binary latents allowed) and its terms, kept apart.
+
+        Terms, in execution order: (declaration, elementwise log-Jacobian) for each constrained
+        latent, then (statement, elementwise log density) for each run of a `~` or `target +=`
+        statement. Score-function methods (BBVI) need only these values, no gradients; Markov
+        blankets pick the terms each latent element appears in. Raises NeedsPerSample when the
+        model cannot be evaluated for all draws at once.
+        """
+        S = zeta.shape[0]
+        while True:
+            terms: list = []
+            try:
+                _, target, log_jac = self._evaluate(zeta, terms=terms)
+                return np.asarray(_total(target, log_jac, S), dtype=float), terms
+            except Devectorise as d:
+                self.devectorised.add(d.loop)
 
     # ---- diagnostics (`ppl check`)
     def diagnose(self, zeta: np.ndarray) -> str | None:
@@ -393,7 +425,7 @@ class CompiledModel:
         """Parameters, transformed parameters and generated quantities for each row of zeta."""
         S = zeta.shape[0]
         try:
-            env, _, _ = self._evaluate(zeta, with_model=False)
+            env, _, _ = self._evaluate(zeta, with_model=False, binary=True)
             env = self._materialise(env)
         except (NeedsPerSample, Rejected):
             return self._per_draw_outputs(zeta, rng)
@@ -419,7 +451,7 @@ class CompiledModel:
         rows = []
         for s in range(zeta.shape[0]):
             model = self
-            env, _, _ = model._evaluate(zeta[s : s + 1], with_model=False)
+            env, _, _ = model._evaluate(zeta[s : s + 1], with_model=False, binary=True)
             env = self._materialise(env)
             ev = Evaluator(self.program, env, rng=rng, vectorise=False)
             try:

@@ -149,6 +149,9 @@ class Evaluator:
         self.devectorised = devectorised if devectorised is not None else set()
         self.in_vector_loop = False
         self.on_statement = None  # optional callback(stmt) after each model statement (ppl check)
+        # when a list: (statement, elementwise log density) for every ~ / target += run, and
+        # (declaration, elementwise log-Jacobian) for every latent (BBVI's Markov blankets)
+        self.terms: list | None = None
 
     # ---- errors
     def error(self, node, message: str) -> ModelError:
@@ -837,10 +840,10 @@ def _density(dist, ndims, events):
     return general
 
 
-def _aligned_density(dist, ndims, events):
+def _aligned_density(dist, ndims, events, elementwise: bool = False):
     ndims = list(ndims)
     vec = max(k - e for k, e in zip(ndims, events, strict=True))
-    axes = tuple(range(-vec, 0)) if vec else None
+    axes = tuple(range(-vec, 0)) if vec and not elementwise else None
     pads = [vec - (k - e) for k, e in zip(ndims, events, strict=True)]
     log_prob = dist.log_prob
 
@@ -870,16 +873,20 @@ def _compile_tilde(s: ast.Tilde):
     vtype = s.lhs.type
     types = [a.type for a in s.args]
     cache = []
+    ndims = [vtype.ndim] + [t.ndim for t in types]
+    events = [dist.value_ndim] + list(dist.param_ndims)
 
     def tilde(ev):
         value = lhs_fn(ev)
         args = [f(ev) for f in arg_fns]
         if not cache:  # built at the first run, so that a bad call fails where it did before
-            cache.append(
-                _density(dist, [vtype.ndim] + [t.ndim for t in types],
-                         [dist.value_ndim] + list(dist.param_ndims))
-            )  # fmt: skip
-        lp = cache[0]([value] + args)
+            cache.append(_density(dist, ndims, events))
+            cache.append(_aligned_density(dist, ndims, events, elementwise=True))
+        if ev.terms is not None:
+            lp = cache[1]([value] + args)
+            ev.terms.append((s, lp))
+        else:
+            lp = cache[0]([value] + args)
         if s.truncation is not None:
             raise ev.error(s, "truncation T[,] is not supported yet")
         lp = sum_to_batch0(lp)
@@ -894,7 +901,10 @@ def _compile_target(s: ast.TargetInc):
     f = _expr_fn(s.expr)
 
     def target(ev):
-        lp = sum_to_batch0(f(ev))
+        lp = f(ev)
+        if ev.terms is not None:
+            ev.terms.append((s, lp))
+        lp = sum_to_batch0(lp)
         ev.add_lp(lp)
         if ev.on_statement is not None:
             ev.on_statement(s, lp)

@@ -79,6 +79,8 @@ class Graph:
     model: str
     nodes: list[Node]
     method: str = "advi"
+    # factor name -> its `~` / `target +=` statement (not printed; BBVI maps terms to factors)
+    statements: dict = field(default_factory=dict, repr=False)
 
     def node(self, name: str) -> Node:
         for n in self.nodes:
@@ -465,9 +467,15 @@ class _Deps:
 def _family(transform: str | None, support: str, method: str) -> str:
     """The family `ppl fit --method METHOD` gives a latent (see ppl.pipeline.choose_families)."""
     if support == "binary":
-        return "Bernoulli (needs BBVI)"
-    if method == "auto" and transform == "lower" and support == "positive":
-        return "gamma (SGVB)"
+        return "Bernoulli (BBVI)"
+    if transform == "lower" and support == "positive":
+        if method == "auto":
+            return "gamma (SGVB)"
+        if method == "bbvi":
+            return "gamma (BBVI)"
+    if method == "bbvi":
+        plain = transform in (None, "identity")
+        return "mean-field Gaussian (BBVI)" + ("" if plain else ", unconstrained scale")
     gauss = "full-rank Gaussian" if method == "fullrank" else "mean-field Gaussian"
     return gauss if transform in (None, "identity") else f"{gauss}, unconstrained scale"
 
@@ -587,6 +595,7 @@ def build_graph(checked: CheckedProgram, model=None, method: str = "advi") -> Gr
                 sizes=sizes,
             )
         )
+    statements = {f"{prefix}{i}": s for i, (s, *_) in enumerate(deps.factors, start=1)}
     kinds = {n.name: n.kind for n in nodes}
     for n in nodes:
         parents = [p for p in n.parents if p in known]
@@ -598,4 +607,4 @@ def build_graph(checked: CheckedProgram, model=None, method: str = "advi") -> Gr
                 continue
             (sizes if kinds[p] == "data" else parents).append(p)
         n.parents, n.sizes = list(dict.fromkeys(parents)), list(dict.fromkeys(sizes))
-    return Graph(program.filename, nodes, method)
+    return Graph(program.filename, nodes, method, statements)

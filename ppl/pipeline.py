@@ -24,6 +24,7 @@ METHODS = {
     "advi": "meanfield",
     "meanfield": "meanfield",
     "fullrank": "fullrank",
+    "bbvi": "bbvi",
 }
 
 
@@ -141,8 +142,16 @@ def choose_families(model: CompiledModel, method: str, overrides: dict[str, str]
             )
     chosen = {}
     for lat in model.latents:
+        if lat.binary:
+            if lat.name in overrides:
+                raise ModelError(
+                    f"--family {lat.name}={overrides[lat.name]}: '{lat.name}' is binary; its "
+                    "family is always Bernoulli"
+                )
+            chosen[lat.name] = "bernoulli"
+            continue
         positive = lat.kind == "lower" and lat.support == "positive"
-        fam = "gamma" if (method == "auto" and positive) else "gaussian"
+        fam = "gamma" if (method in ("auto", "bbvi") and positive) else "gaussian"
         if lat.name in overrides:
             fam = FAMILY_NAMES[overrides[lat.name]]
             if fam == "gamma" and not positive:
@@ -155,7 +164,11 @@ def choose_families(model: CompiledModel, method: str, overrides: dict[str, str]
 
 
 def family_of(latent, method: str, family: str = "gaussian") -> str:
+    if family == "bernoulli":
+        return "Bernoulli (score-function gradient)"
     if family == "gamma":
+        if method == "bbvi":
+            return "gamma (score-function gradient)"
         return "gamma (SGVB, inverse-CDF reparameterisation)"
     gauss = "full-rank Gaussian" if method == "fullrank" else "mean-field Gaussian"
     if latent.kind == "identity":
@@ -177,18 +190,18 @@ def fit(
     refine_draws: int = 64,
     families: dict[str, str] | None = None,
     optimizer: str | None = None,
+    estimator: str = "rb+cv",
     progress: Callable[[int, float | None], None] | None = None,
 ) -> FitResult:
     """Fit the model's latents with the chosen method; return constrained posterior draws."""
     if method not in METHODS:
         raise ModelError(f"unknown method '{method}'; choose one of {', '.join(METHODS)}")
     binary = [lat.name for lat in model.latents if lat.binary]
-    if binary:
+    if binary and method not in ("bbvi", "auto"):
         raise ModelError(
             f"parameter(s) {', '.join(binary)} are binary (int<lower=0, upper=1>); "
-            f"method '{method}' "
-            "needs continuous latents. Binary latents need the score-function estimator "
-            "(--method bbvi), which is not available in this version."
+            f"method '{method}' needs continuous latents. Use --method bbvi (or auto), whose "
+            "score-function gradients need no derivatives."
         )
     if model.dim == 0:
         raise ModelError("the model has no parameters to fit")
@@ -198,7 +211,14 @@ def fit(
     rng = np.random.default_rng(seed)
     init = model.random_init(rng)
     refine_info = None
-    if "gamma" in chosen.values():
+    if vi_method == "bbvi" or binary:
+        vi = _fit_bbvi(
+            model, chosen, init, rng, max_iter=iterations, tol_rel_obj=tol_rel_obj,
+            eta=eta, grad_samples=grad_samples or 100, estimator=estimator,
+            optimizer=optimizer or "stan", progress=progress,
+        )  # fmt: skip
+        vi_method = "bbvi"
+    elif "gamma" in chosen.values():
         vi, refine_info = _fit_sgvb(
             model, chosen, init, rng, max_iter=iterations, tol_rel_obj=tol_rel_obj,
             grad_samples=grad_samples or 10, elbo_samples=elbo_samples, optimizer=optimizer,
@@ -324,6 +344,14 @@ def _fit_sgvb(model, chosen, init, rng, *, polish_fit, optimizer, progress, **op
             else "mean-field ADVI, moment-matched to gamma",
         }
     return result, info
+
+
+def _fit_bbvi(model, chosen, init, rng, **options):
+    """Score-function BBVI over every latent, Rao-Blackwellised by the graph IR's blankets."""
+    from ppl.inference.bbvi import fit_bbvi, setup_bbvi
+
+    family, terms, theta0 = setup_bbvi(model, chosen, init, rng)
+    return fit_bbvi(terms, family, init, seed=int(rng.integers(2**31)), theta0=theta0, **options)
 
 
 def check_finite_result(result: FitResult) -> None:

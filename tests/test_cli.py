@@ -229,11 +229,14 @@ def test_subprocess_user_error_has_no_traceback(tmp_path):
     assert "unknown distribution 'normall'" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_fit_binary_parameter_is_user_error(tmp_path):
+def test_fit_binary_parameter_needs_bbvi(tmp_path):
     p = tmp_path / "b.model"
     p.write_text("parameters { int<lower=0, upper=1> z; real mu; } model { mu ~ normal(z, 1); }")
-    rc, _, err = run_main(["fit", str(p), "--iter", "10", "--quiet"])
-    assert rc == 2 and "binary" in err
+    rc, _, err = run_main(["fit", str(p), "--iter", "10", "--quiet", "--method", "advi"])
+    assert rc == 2 and "binary" in err and "bbvi" in err
+    rc, out, err = run_main(["fit", str(p), "--iter", "200", "--quiet"])
+    assert rc == 0, err
+    assert "q(z): Bernoulli" in out and "BBVI" in out
 
 
 # ---- fuzzing -------------------------------------------------------------------------------------
