@@ -174,7 +174,7 @@ def _progress_bar(total: int, quiet: bool):
 def _variational_parameters(result) -> dict:
     """Per latent, q's parameters on the unconstrained scale (gamma: shape and rate of x)."""
     vi = result.vi
-    if result.method in ("sgvb", "bbvi"):
+    if result.method in ("sgvb", "bbvi", "mixed"):
         return vi.family.describe(vi.theta)
     sd = vi.sd
     out = {}
@@ -218,6 +218,12 @@ def cmd_fit(args) -> int:
     print(f"model: {args.model}")
     if result.method == "sgvb":
         how = f"gamma SGVB ({vi.optimizer}, warm-started by mean-field ADVI)"
+    elif result.method == "mixed":
+        steps = "Stan's step sequence" if vi.optimizer == "stan" else vi.optimizer
+        how = (
+            f"binary latents by score-function gradients (rb+cv), the rest pathwise; {steps}, "
+            f"eta {vi.eta:g}, {vi.grad_samples} draws per step"
+        )
     elif result.method == "bbvi":
         steps = "Stan's step sequence" if vi.optimizer == "stan" else vi.optimizer
         how = (

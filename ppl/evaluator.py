@@ -349,6 +349,8 @@ class Evaluator:
             part = value[(slice(None),) * vb + (j,)]
             if rest:
                 elem = current.items[i - 1]
+                if elem is None:  # a declared, not yet assigned row (as in the single-index case)
+                    elem = onp.full(current.elem_shape, onp.nan)
                 elem = self.set_items(elem, vtype.element(), rest, part, value_type.element(), node)
                 if isinstance(elem, ElementList):
                     elem = elem.materialise()

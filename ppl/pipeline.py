@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -171,6 +171,8 @@ def family_of(latent, method: str, family: str = "gaussian") -> str:
             return "gamma (score-function gradient)"
         return "gamma (SGVB, inverse-CDF reparameterisation)"
     gauss = "full-rank Gaussian" if method == "fullrank" else "mean-field Gaussian"
+    if method == "bbvi":
+        gauss += " (score-function gradient)"
     if latent.kind == "identity":
         return gauss
     return f"{gauss} on the unconstrained scale ({latent.kind} transform, support {latent.support})"
@@ -211,13 +213,18 @@ def fit(
     rng = np.random.default_rng(seed)
     init = model.random_init(rng)
     refine_info = None
-    if vi_method == "bbvi" or binary:
+    if vi_method == "bbvi":
         vi = _fit_bbvi(
             model, chosen, init, rng, max_iter=iterations, tol_rel_obj=tol_rel_obj,
             eta=eta, grad_samples=grad_samples or 100, estimator=estimator,
             optimizer=optimizer or "stan", progress=progress,
         )  # fmt: skip
-        vi_method = "bbvi"
+    elif binary:
+        vi = _fit_mixed(
+            model, chosen, init, rng, max_iter=iterations, tol_rel_obj=tol_rel_obj, eta=eta,
+            grad_samples=grad_samples or 100, optimizer=optimizer or "stan", progress=progress,
+        )  # fmt: skip
+        vi_method = "mixed"
     elif "gamma" in chosen.values():
         vi, refine_info = _fit_sgvb(
             model, chosen, init, rng, max_iter=iterations, tol_rel_obj=tol_rel_obj,
@@ -348,10 +355,39 @@ def _fit_sgvb(model, chosen, init, rng, *, polish_fit, optimizer, progress, **op
 
 def _fit_bbvi(model, chosen, init, rng, **options):
     """Score-function BBVI over every latent, Rao-Blackwellised by the graph IR's blankets."""
-    from ppl.inference.bbvi import fit_bbvi, setup_bbvi
+    from ppl.inference.bbvi import ScoreFamily, chain, fit_bbvi, setup_bbvi
 
-    family, terms, theta0 = setup_bbvi(model, chosen, init, rng)
-    return fit_bbvi(terms, family, init, seed=int(rng.integers(2**31)), theta0=theta0, **options)
+    # gamma blocks start from a Gaussian fit, moment-matched (see _fit_mixed)
+    gaussian = {name: ("gaussian" if fam == "gamma" else fam) for name, fam in chosen.items()}
+    family, terms, theta0 = setup_bbvi(model, gaussian, init, rng)
+    result = fit_bbvi(terms, family, init, seed=int(rng.integers(2**31)), theta0=theta0, **options)
+    if gaussian != chosen:
+        gamma = ScoreFamily([replace(b, family=chosen[b.name]) for b in family.blocks], model.dim)
+        theta0 = gamma.from_gaussian(family, result.theta)
+        second = fit_bbvi(
+            terms, gamma, init, seed=int(rng.integers(2**31)), theta0=theta0, **options
+        )
+        result = chain(result, second)
+    return result
+
+
+def _fit_mixed(model, chosen, init, rng, *, grad_samples, **options):
+    """Binary latents by score-function gradients, the rest pathwise, in one optimisation."""
+    from ppl.inference.bbvi import chain, fit_stochastic
+    from ppl.inference.mixed import setup_mixed, with_families
+
+    # Gaussian continuous families first; gamma blocks are moment-matched from them afterwards
+    # (as `auto` does for continuous models), then the joint optimisation continues
+    gaussian = {name: ("gaussian" if fam == "gamma" else fam) for name, fam in chosen.items()}
+    objective, theta0 = setup_mixed(model, gaussian, init, rng, grad_samples)
+    result = fit_stochastic(objective, theta0, seed=int(rng.integers(2**31)), **options)
+    if gaussian != chosen:
+        objective, theta0 = with_families(objective, result.theta, chosen)
+        second = fit_stochastic(objective, theta0, seed=int(rng.integers(2**31)), **options)
+        result = chain(result, second)
+    result.grad_samples = grad_samples
+    result.grad_evals = result.iterations * grad_samples
+    return result
 
 
 def check_finite_result(result: FitResult) -> None:

@@ -236,7 +236,7 @@ def test_fit_binary_parameter_needs_bbvi(tmp_path):
     assert rc == 2 and "binary" in err and "bbvi" in err
     rc, out, err = run_main(["fit", str(p), "--iter", "200", "--quiet"])
     assert rc == 0, err
-    assert "q(z): Bernoulli" in out and "BBVI" in out
+    assert "q(z): Bernoulli" in out and "score-function" in out
 
 
 # ---- fuzzing -------------------------------------------------------------------------------------

@@ -1040,3 +1040,19 @@ def test_to_matrix_of_an_array_of_vectors_and_add_diag():
     np.testing.assert_allclose(model.data["yty"], y.T @ y)
     np.testing.assert_allclose(model.data["a"], y.T @ y + 2.5 * np.eye(2))
     np.testing.assert_allclose(model.data["b"], y.T @ y + np.diag([1.0, 2.0]))
+
+
+def test_column_slice_assignment_into_a_declared_matrix():
+    # regression: `Xs[:, k] = ...` into a declared, unassigned matrix failed ("tuple index out
+    # of range"): the slice path did not create the rows the single-index path creates
+    text = """
+    data { int N; int K; matrix[N, K] X; }
+    transformed data {
+      matrix[N, K] Xs;
+      for (k in 1:K) Xs[:, k] = X[:, k] - mean(X[:, k]);
+    }
+    parameters { real m; } model { m ~ normal(0, 1); }
+    """
+    X = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 7.0]])
+    model = CompiledModel(check(parse(text, "t.model")), {"N": 3, "K": 2, "X": X})
+    np.testing.assert_allclose(model.data["Xs"], X - X.mean(axis=0))

@@ -34,7 +34,7 @@ from ppl.errors import FitError
 from ppl.evaluator import NeedsPerSample
 from ppl.inference.blankets import Blankets, TermLayoutError
 from ppl.inference.optimizers import make_optimizer
-from ppl.inference.sgvb import Block, _softplus_inv
+from ppl.inference.sgvb import Block, _shape_from_log_variance, _softplus_inv
 from ppl.inference.stepsize import StanStepSize
 
 FAMILIES = ("gaussian", "gamma", "bernoulli")
@@ -141,6 +141,21 @@ class ScoreFamily:
         cols, p, _ = self.bern
         out[:, p] = zeta[:, cols] - expit(theta[p])
         return out
+
+    def from_gaussian(self, other: ScoreFamily, theta: np.ndarray) -> np.ndarray:
+        """Parameters for this family from `other`'s, where this one has gamma blocks that are
+        Gaussian in `other`: the gamma with the same mean and variance of log x."""
+        out, k = [], 0
+        for mine, theirs in zip(self.blocks, other.blocks, strict=True):
+            n = theirs.size * (1 if theirs.family == "bernoulli" else 2)
+            part = theta[k : k + n]
+            if mine.family == "gamma" and theirs.family == "gaussian":
+                m, sd = part[: mine.size], np.exp(part[mine.size :])
+                a = _shape_from_log_variance(sd**2)
+                part = np.concatenate([_softplus_inv(a), _softplus_inv(np.exp(digamma(a) - m))])
+            out.append(part)
+            k += n
+        return np.concatenate(out) if out else np.zeros(0)
 
     def describe(self, theta: np.ndarray) -> dict[str, dict]:
         """Per latent: the family and its fitted parameters (for fit.json)."""
@@ -316,6 +331,16 @@ def fit_bbvi(
     return result
 
 
+def chain(first: BBVIResult, second: BBVIResult) -> BBVIResult:
+    """`second`, continued from `first`: iterations, trace and warnings of both."""
+    second.iterations += first.iterations
+    second.grad_evals += first.grad_evals
+    shifted = [(i + first.iterations, e) for i, e in second.elbo_trace]
+    second.elbo_trace = first.elbo_trace + shifted
+    second.warnings = [w for w in first.warnings if w not in second.warnings] + second.warnings
+    return second
+
+
 def fit_stochastic(
     objective,
     theta0: np.ndarray,
@@ -419,34 +444,45 @@ def setup_bbvi(
 ) -> tuple[ScoreFamily, LogJointTerms, np.ndarray]:
     """The family, the blanket-summing log joint and the starting parameters for `model`.
 
-    `families` maps each latent to gaussian / gamma / bernoulli; binary latents start at 0 in
-    `init` (which is changed in place) with q(z = 1) = 1/2.
+    `families` maps each latent to gaussian / gamma / bernoulli; binary latents start with
+    q(z = 1) = 1/2.
     """
-    from ppl.inference.blankets import find_blankets
-    from ppl.ir import build_graph
-
     blocks = [
         Block(lat.name, families[lat.name], lat.offset, lat.size)
         for lat in model.latents
         if lat.size
     ]
     family = ScoreFamily(blocks, model.dim)
+    theta0 = family.initial(init)
+    return family, log_joint_terms(model, family.sample(theta0, rng, 2), rng), theta0
+
+
+def log_joint_terms(
+    model, draws: np.ndarray, rng: np.random.Generator, columns: np.ndarray | None = None
+) -> LogJointTerms:
+    """The log joint with Markov-blanket sums, the blankets probed at `draws` from the starting q
+    (for the coordinates `columns`, default all).
+
+    Each draw is probed as it is and with its binary coordinates flipped: a product z * w hides
+    w's terms from the probe wherever z = 0.
+    """
+    from ppl.inference.blankets import find_blankets
+    from ppl.ir import build_graph
+
     binary = np.zeros(model.dim, dtype=bool)
     for lat in model.latents:
         binary[lat.offset : lat.offset + lat.size] = lat.binary
-    init[binary] = 0.0
-    theta0 = family.initial(init)
-    # probe at draws from the starting q and at their binary complements: a product z * w hides
-    # w's terms from the probe wherever z = 0
     points = []
-    for point in family.sample(theta0, rng, 2):
+    for point in draws:
         points += [point, np.where(binary, 1.0 - point, point)] if binary.any() else [point]
     try:
-        blankets = find_blankets(model, build_graph(model.checked, model), points, rng)
+        graph = build_graph(model.checked, model)
+        blankets = find_blankets(model, graph, points, rng, columns)
         note = None
     except (TermLayoutError, NeedsPerSample) as e:
-        blankets, note = None, f"Rao-Blackwellisation is off for this model ({e})"
+        blankets = None
+        note = f"Rao-Blackwellisation is off for this model ({e or type(e).__name__})"
     terms = LogJointTerms(model, blankets)
     if note is not None:
         terms.warnings.append(note)
-    return family, terms, theta0
+    return terms
