@@ -467,7 +467,7 @@ class _Deps:
 def _family(transform: str | None, support: str, method: str) -> str:
     """The family `ppl fit --method METHOD` gives a latent (see ppl.pipeline.choose_families)."""
     if support == "binary":
-        return "Bernoulli (BBVI)"
+        return "Bernoulli (score-function gradient)"
     if transform == "lower" and support == "positive":
         if method == "auto":
             return "gamma (SGVB)"

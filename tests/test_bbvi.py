@@ -202,3 +202,35 @@ def test_fit_reaches_the_closed_form_mean_field_optimum(method):
     assert abs(q["lambda"]["shape"][0] / shape - 1) < 0.15
     assert abs(q["lambda"]["rate"][0] / rate - 1) < 0.15
     assert abs(q["lambda"]["shape"][0] / q["lambda"]["rate"][0] / (shape / rate) - 1) < 0.03
+
+
+def test_bpfa_indicator_blankets_are_its_patch_observed_pixels():
+    # z_ik enters mu = (Z .* W) Phi through a matrix product: its blanket must be its own prior
+    # term and the observed pixels of patch i, nothing else (found by the probe, not by hand)
+    from pathlib import Path
+
+    from ppl.inference.bbvi import log_joint_terms
+    from ppl.pipeline import load_model
+
+    root = Path(__file__).resolve().parent.parent
+    rng = np.random.default_rng(0)
+    N, P, K = 5, 4, 3
+    obs = np.sort(rng.choice(N * P, 12, replace=False))
+    data = {"N": N, "P": P, "K": K, "M": len(obs), "obs": obs + 1, "y": rng.normal(size=12),
+            "a": 1.0, "b": 1.0}  # fmt: skip
+    checked = load_model(str(root / "models" / "bpfa" / "bpfa.model"))
+    model = CompiledModel(checked, {k: np.asarray(v) for k, v in data.items()})
+    z = next(lat for lat in model.latents if lat.name == "Z")
+    columns = np.arange(z.offset, z.offset + z.size)
+    draws = model.random_init(rng)[None].repeat(2, axis=0)
+    draws[:, columns] = rng.integers(0, 2, size=(2, z.size))
+    blankets = log_joint_terms(model, draws, rng, columns).blankets
+    dense = blankets.matrix.toarray()[:, columns]
+    term_sizes = np.array(blankets.sizes)[np.array(blankets.sampled)]
+    like = dense[-len(obs) :]  # the likelihood statement's elements come last
+    prior = dense[: -len(obs)]
+    patch_of_obs = obs % N  # column-major position p N + n
+    for j in range(z.size):  # Z[j] is patch j % N, atom j // N
+        assert np.array_equal(np.flatnonzero(like[:, j]), np.flatnonzero(patch_of_obs == j % N))
+        assert prior[:, j].sum() == 1  # its own bernoulli term
+    assert term_sizes[-1] == len(obs)

@@ -21,7 +21,7 @@ from scipy import sparse
 
 from ppl.ir import Graph
 
-_PROBE_ROWS = 64  # perturbed copies evaluated at once
+_PROBE_ROWS = 256  # perturbed copies evaluated at once
 
 
 @dataclass

@@ -42,8 +42,21 @@ class MixedObjective:
         D = model.dim
         self.columns = np.asarray(columns, dtype=int)
         self.binary_columns = np.setdiff1d(np.arange(D), self.columns)
-        order = np.concatenate([self.columns, self.binary_columns])
-        self.inverse = np.argsort(order)
+        # the full vector as runs of consecutive coordinates from either part: slices and one
+        # concatenate (a fancy-indexed gather would cost an np.add.at in every backward pass)
+        source = np.zeros(D, dtype=int)  # 0: continuous, 1: binary
+        source[self.binary_columns] = 1
+        position = np.zeros(D, dtype=int)
+        position[self.columns] = np.arange(len(self.columns))
+        position[self.binary_columns] = np.arange(len(self.binary_columns))
+        self.runs = []
+        start = 0
+        for d in range(1, D + 1):
+            if d == D or source[d] != source[start] or position[d] != position[d - 1] + 1:
+                self.runs.append(
+                    (int(source[start]), int(position[start]), int(position[d - 1]) + 1)
+                )
+                start = d
 
     @property
     def warnings(self) -> list[str]:
@@ -57,8 +70,8 @@ class MixedObjective:
         """Full (S, D) draws from the continuous block (maybe autograd-boxed) and 0/1 draws."""
         if len(self.binary_columns) == 0:
             return cont
-        both = anp.concatenate([cont, z[:, self.binary_columns]], axis=1)
-        return both[:, self.inverse]
+        parts = (cont, z[:, self.binary_columns])
+        return anp.concatenate([parts[k][:, a:b] for k, a, b in self.runs], axis=1)
 
     def gradient(self, theta: np.ndarray, rng: np.random.Generator):
         theta_c, theta_b = theta[: self.n_c], theta[self.n_c :]
