@@ -84,7 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.01,
         help="relative ELBO change that counts as converged (default 0.01, as Stan)",
     )
-    f.add_argument("--eta", type=float, default=None, help="fixed step size (default: adapted)")
+    f.add_argument(
+        "--eta",
+        type=float,
+        default=None,
+        help="fixed step size (default: adapted for ADVI; 1 for bbvi and binary parameters)",
+    )
     f.add_argument(
         "--grad-samples",
         type=int,
