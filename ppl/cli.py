@@ -70,6 +70,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="BBVI's gradient estimator: Rao-Blackwellised with control variates (default), "
         "Rao-Blackwellised only, or the plain score function",
     )
+    f.add_argument(
+        "--batch",
+        type=int,
+        default=None,
+        metavar="B",
+        help="under --method bbvi, subsample B of the data rows per step (scaled by N/B)",
+    )
     f.add_argument("--iter", type=int, default=10000, help="maximum iterations (default 10000)")
     f.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     f.add_argument(
@@ -213,6 +220,7 @@ def cmd_fit(args) -> int:
             families=_sets(args.family),
             optimizer=args.optimizer,
             estimator=args.estimator,
+            batch=args.batch,
             refine_draws=0 if args.no_polish else 64,
             progress=progress,
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -193,6 +193,7 @@ def fit(
     families: dict[str, str] | None = None,
     optimizer: str | None = None,
     estimator: str = "rb+cv",
+    batch: int | None = None,
     progress: Callable[[int, float | None], None] | None = None,
 ) -> FitResult:
     """Fit the model's latents with the chosen method; return constrained posterior draws."""
@@ -207,6 +208,8 @@ def fit(
         )
     if model.dim == 0:
         raise ModelError("the model has no parameters to fit")
+    if batch is not None and method != "bbvi":
+        raise ModelError("--batch (data subsampling) works with --method bbvi only")
     chosen = choose_families(model, method, families)
     vi_method = METHODS[method]
     start = time.perf_counter()
@@ -217,7 +220,7 @@ def fit(
         vi = _fit_bbvi(
             model, chosen, init, rng, max_iter=iterations, tol_rel_obj=tol_rel_obj,
             eta=eta, grad_samples=grad_samples or 100, estimator=estimator,
-            optimizer=optimizer or "stan", progress=progress,
+            optimizer=optimizer or "stan", progress=progress, batch=batch,
         )  # fmt: skip
     elif binary:
         vi = _fit_mixed(
@@ -353,21 +356,53 @@ def _fit_sgvb(model, chosen, init, rng, *, polish_fit, optimizer, progress, **op
     return result, info
 
 
-def _fit_bbvi(model, chosen, init, rng, **options):
-    """Score-function BBVI over every latent, Rao-Blackwellised by the graph IR's blankets."""
-    from ppl.inference.bbvi import ScoreFamily, chain, fit_bbvi, setup_bbvi
+def _fit_bbvi(model, chosen, init, rng, *, batch, estimator, grad_samples, **options):
+    """Score-function BBVI over every latent, Rao-Blackwellised by the graph IR's blankets.
 
-    # gamma blocks start from a Gaussian fit, moment-matched (see _fit_mixed)
+    Gamma blocks start from a Gaussian fit, moment-matched (see _fit_mixed); `batch` subsamples
+    the data rows (ppl.inference.subsample).
+    """
+    from ppl.inference.bbvi import (
+        ScoreFamily,
+        ScoreObjective,
+        chain,
+        fit_stochastic,
+        log_joint_terms,
+    )
+    from ppl.inference.sgvb import Block
+
+    def family_for(families):
+        blocks = [Block(lat.name, families[lat.name], lat.offset, lat.size)
+                  for lat in model.latents if lat.size]  # fmt: skip
+        return ScoreFamily(blocks, model.dim)
+
     gaussian = {name: ("gaussian" if fam == "gamma" else fam) for name, fam in chosen.items()}
-    family, terms, theta0 = setup_bbvi(model, gaussian, init, rng)
-    result = fit_bbvi(terms, family, init, seed=int(rng.integers(2**31)), theta0=theta0, **options)
+    family = family_for(gaussian)
+    theta0 = family.initial(init)
+    if batch:
+        from ppl.inference.subsample import Batches, SubsampledScoreObjective
+
+        if estimator != "rb+cv":
+            raise ModelError("--batch works with the rb+cv estimator only")
+        objective = SubsampledScoreObjective(family, Batches(model, batch, rng), grad_samples,
+                                             theta0)  # fmt: skip
+    else:
+        terms = log_joint_terms(model, family.sample(theta0, rng, 2), rng)
+        objective = ScoreObjective(family, terms, estimator, grad_samples)
+    result = fit_stochastic(objective, theta0, seed=int(rng.integers(2**31)), **options)
     if gaussian != chosen:
-        gamma = ScoreFamily([replace(b, family=chosen[b.name]) for b in family.blocks], model.dim)
+        gamma = family_for(chosen)
         theta0 = gamma.from_gaussian(family, result.theta)
-        second = fit_bbvi(
-            terms, gamma, init, seed=int(rng.integers(2**31)), theta0=theta0, **options
-        )
+        if batch:
+            objective = SubsampledScoreObjective(gamma, objective.batches, grad_samples, theta0,
+                                                 like=objective)  # fmt: skip
+        else:
+            objective = ScoreObjective(gamma, objective.terms, estimator, grad_samples)
+        second = fit_stochastic(objective, theta0, seed=int(rng.integers(2**31)), **options)
         result = chain(result, second)
+    result.estimator = estimator
+    result.grad_samples = grad_samples
+    result.grad_evals = result.iterations * grad_samples
     return result
 
 

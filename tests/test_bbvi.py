@@ -234,3 +234,40 @@ def test_bpfa_indicator_blankets_are_its_patch_observed_pixels():
         assert np.array_equal(np.flatnonzero(like[:, j]), np.flatnonzero(patch_of_obs == j % N))
         assert prior[:, j].sum() == 1  # its own bernoulli term
     assert term_sizes[-1] == len(obs)
+
+
+ROWS = """
+data { int N; vector[N] y; }
+parameters { real mu; vector[N] x; }
+model { mu ~ normal(0, 1); x ~ normal(0, 1); y ~ normal(mu + x, 1); }
+"""
+
+
+def test_subsampled_gradient_is_unbiased():
+    # q: mu ~ N(m0, s0^2), x[n] ~ N(m_n, s_n^2); the ELBO is closed-form. A batch of B rows
+    # scales the row terms by N / B: the global gradient is unbiased for the full-data one, each
+    # local gradient (computed for batch rows only, unscaled) is B / N times its full-data value
+    from ppl.inference.subsample import Batches, SubsampledScoreObjective
+
+    N, B = 6, 2
+    y = np.array([0.5, -1.0, 2.0, 0.3, 1.1, -0.4])
+    model = _model(ROWS, {"N": N, "y": y})
+    family = ScoreFamily([Block("mu", "gaussian", 0, 1), Block("x", "gaussian", 1, N)], 1 + N)
+    rng = np.random.default_rng(3)
+    # ScoreFamily's layout: per block, its means then its log sds
+    theta = np.array([0.3, np.log(0.8), *rng.normal(size=N), *np.log(rng.uniform(0.5, 1, N))])
+
+    def elbo(t):
+        m0, ls0, m, ls = t[0], t[1], t[2 : N + 2], t[N + 2 :]
+        s0, s = anp.exp(ls0), anp.exp(ls)
+        return (
+            -0.5 * (m0**2 + s0**2) - 0.5 * anp.sum(m**2 + s**2)
+            - 0.5 * anp.sum((y - m0 - m) ** 2 + s0**2 + s**2) + ls0 + anp.sum(ls)
+        )  # fmt: skip
+
+    exact = grad(elbo)(theta)
+    objective = SubsampledScoreObjective(family, Batches(model, B, rng), 20, theta)
+    reps = np.array([objective.gradient(theta, rng)[0] for _ in range(4000)])
+    expected = exact * np.where(family.param_column == 0, 1.0, B / N)
+    mean, se = reps.mean(axis=0), reps.std(axis=0, ddof=1) / np.sqrt(len(reps))
+    assert np.all(np.abs(mean - expected) < 4.5 * se + 1e-9), (mean, expected, se)

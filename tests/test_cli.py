@@ -121,6 +121,12 @@ def test_bad_options_exit_2():
     assert rc == 2 and "error:" in err
     rc, _, err = run_main(["check", NONCENTERED, "--set", "J"])
     assert rc == 2 and "--set" in err
+    rc, _, err = run_main(["fit", NONCENTERED, SCHOOLS_CSV, "--batch", "4", "--quiet"])
+    assert rc == 2 and "--batch" in err and "bbvi" in err
+    rc, _, err = run_main(
+        ["fit", NONCENTERED, SCHOOLS_CSV, "--method", "bbvi", "--batch", "8", "--quiet"]
+    )
+    assert rc == 2 and "--batch 8" in err and "between 1 and 7" in err
 
 
 # ---- fit end to end ------------------------------------------------------------------------------

@@ -104,11 +104,13 @@ def find_blankets(
     points: list[np.ndarray],
     rng: np.random.Generator,
     columns: np.ndarray | None = None,
+    probe: bool = True,
 ) -> Blankets:
     """Blankets of the unconstrained coordinates, from the IR and a probe at each of `points`.
 
     Only `columns` (default: all) are probed; the others get empty blankets. The probe costs one
-    log-joint evaluation per coordinate and point, vectorised in batches.
+    log-joint evaluation per coordinate and point, vectorised in batches. `probe=False` skips it:
+    every element of a statement the IR allows is in the blanket.
     """
     keys, sampled, sizes = _layout(model, points[0])
     D = model.dim
@@ -124,7 +126,10 @@ def find_blankets(
     cols_found: list[np.ndarray] = []
     residual = False
     probed = np.arange(D) if columns is None else np.asarray(columns, dtype=int)
-    for point in points:
+    if not probe:
+        r, c = np.meshgrid(np.arange(M), probed, indexing="ij")
+        rows_found, cols_found = [r.ravel()], [c.ravel()]
+    for point in points if probe else []:
         for start in range(0, len(probed), _PROBE_ROWS):
             cols = probed[start : start + _PROBE_ROWS]
             batch = np.repeat(point[None], len(cols) + 1, axis=0)

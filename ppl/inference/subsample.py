@@ -1,0 +1,196 @@
+"""Data subsampling for BBVI (Ranganath et al. 2014, sec. 4.2): B of the N data rows per step.
+
+The rows are the leading dimension shared by most data variables (its size is a data integer,
+e.g. N). Every data and transformed-data variable with that leading dimension is sliced to the
+batch's rows, and so is every *local* latent (a parameter with that leading dimension). The batch
+model is the compiled model with those slices and N = B. A statement that depends on sliced data
+or local latents (through any deterministic node) is a per-row term and is scaled by N / B, so
+the gradient for the global latents is unbiased for the full-data gradient (a statement must then
+be a sum over rows, as every `~` over rows is). A local latent's gradient uses its own rows'
+terms unscaled and is computed for the batch's rows only: a per-coordinate rescaling, by B / N,
+of an unbiased estimate, with the same stationary point.
+
+Markov blankets are probed on two batches. If the two agree they are used for every batch; if
+not (the model indexes latents by data, `u[group[n]]`), each latent's blanket is every element of
+the statements the graph IR says it reaches: unbiased, less reduced.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+
+import numpy as np
+
+from ppl.errors import ModelError
+from ppl.inference.bbvi import ScoreFamily, score_gradient
+from ppl.inference.blankets import find_blankets, stack_terms
+from ppl.ir import build_graph
+
+
+class Batches:
+    """The batch model and the map from its coordinates to the full model's."""
+
+    def __init__(self, model, batch: int, rng: np.random.Generator):
+        self.model = model
+        self.graph = build_graph(model.checked, model)
+        firsts = Counter(n.dims[0] for n in self.graph.of_kind("data") if n.dims)
+        if not firsts:
+            raise ModelError("--batch: the model has no data with a leading dimension to subsample")
+        self.rows_name = firsts.most_common(1)[0][0]
+        N = model.data.get(self.rows_name)
+        if N is None or np.ndim(N) != 0:
+            raise ModelError(
+                f"--batch: the data's leading dimension '{self.rows_name}' is not a data integer"
+            )
+        self.N, self.B = int(N), int(batch)
+        if not 0 < self.B < self.N:
+            raise ModelError(f"--batch {batch}: must be between 1 and {self.N - 1} (the rows)")
+        self.sliced = [
+            n.name
+            for n in self.graph.of_kind("data")
+            if n.dims and n.dims[0] == self.rows_name and n.name in model.data
+        ]
+        self.local = {
+            n.name for n in self.graph.of_kind("latent") if n.dims and n.dims[0] == self.rows_name
+        }
+        self.rng = rng
+        self.batch_model = copy.copy(model)
+        self.set_rows(np.arange(self.B))
+        self.batch_model.latents = self.batch_model._layout()
+        self.batch_model.dim = sum(lat.size for lat in self.batch_model.latents)
+        self.local_columns = np.concatenate(
+            [np.full(lat.size, lat.name in self.local) for lat in self.batch_model.latents]
+        )
+
+    def set_rows(self, rows: np.ndarray) -> None:
+        """Point the batch model at these rows (0-based, sorted)."""
+        data = dict(self.model.data)
+        data[self.rows_name] = self.B
+        for name in self.sliced:
+            data[name] = np.asarray(self.model.data[name])[rows]
+        self.batch_model.data = data
+        columns = []
+        for lat in self.model.latents:
+            block = np.arange(lat.offset, lat.offset + lat.size)
+            if lat.name in self.local:
+                block = block.reshape(self.N, -1)[rows].ravel()
+            columns.append(block)
+        self.columns = np.concatenate(columns) if columns else np.zeros(0, dtype=int)
+
+    def draw_rows(self) -> np.ndarray:
+        return np.sort(self.rng.choice(self.N, self.B, replace=False))
+
+    def row_keys(self) -> set[int]:
+        """ids of the statements and log-Jacobians that are per-row terms."""
+        reach = set(self.sliced) | self.local
+        changed = True
+        while changed:
+            changed = False
+            for n in self.graph.nodes:
+                if n.kind == "deterministic" and n.name not in reach and reach & set(n.parents):
+                    reach.add(n.name)
+                    changed = True
+        keys = {
+            id(self.graph.statements[f.name])
+            for f in self.graph.of_kind("factor")
+            if reach & set(f.parents)
+        }
+        keys |= {id(lat.decl) for lat in self.model.latents if lat.name in self.local}
+        return keys
+
+
+class SubsampledScoreObjective:
+    """BBVI's ELBO with the log joint estimated from a batch of rows (module docstring)."""
+
+    def __init__(
+        self,
+        family: ScoreFamily,
+        batches: Batches,
+        draws: int,
+        theta0: np.ndarray,
+        like: SubsampledScoreObjective | None = None,
+    ):
+        """`like`: an objective for the same model whose blankets and scales are reused."""
+        self.family, self.batches, self.draws = family, batches, draws
+        self.estimator = "rb+cv"
+        self.warnings: list[str] = []
+        if like is not None:
+            self.blankets, self.scale = like.blankets, like.scale
+            return
+        bm = batches.batch_model
+        found = []
+        for _ in range(2):
+            batches.set_rows(batches.draw_rows())
+            draws0 = family.sample(theta0, batches.rng, 2)[:, batches.columns]
+            found.append(find_blankets(bm, batches.graph, list(draws0), batches.rng))
+        first, second = found
+        if first.residual:
+            raise ModelError(
+                "--batch: the log joint is not the sum of its statements' terms for this model"
+            )
+        if (first.matrix != second.matrix).nnz:
+            self.warnings.append(
+                "--batch: the terms a coordinate reaches depend on the rows (data used as an "
+                "index?); blankets are whole statements"
+            )
+            first = find_blankets(bm, batches.graph, list(draws0), batches.rng, probe=False)
+        self.blankets = first
+        # term layout and the per-row scale of every element
+        total, terms = bm.log_terms(draws0)
+        row_keys = batches.row_keys()
+        scale = [
+            np.full(m, batches.N / batches.B if id(key) in row_keys else 1.0)
+            for (key, _), keep, m in zip(terms, first.sampled, first.sizes, strict=True)
+            if keep
+        ]
+        self.scale = np.concatenate(scale) if scale else np.zeros(0)
+
+    def _evaluate(self, theta, rng, n):
+        b = self.batches
+        b.set_rows(b.draw_rows())
+        zeta = self.family.sample(theta, rng, n)
+        with np.errstate(all="ignore"):
+            total, terms = b.batch_model.log_terms(zeta[:, b.columns])
+        T = stack_terms(terms, self.blankets.sampled, self.blankets.sizes, n)
+        constant = total - T.sum(axis=1)  # terms without a sample axis
+        weighted = T * self.scale
+        log_q = self.family.log_q(theta, zeta)[:, b.columns]
+        factor = np.where(b.local_columns, b.N / b.B, 1.0)
+        elbo = weighted.sum(axis=1) + constant - (log_q * factor).sum(axis=1)
+        return zeta, T, weighted, elbo
+
+    def gradient(self, theta: np.ndarray, rng: np.random.Generator):
+        b = self.batches
+        zeta, T, weighted, elbo = self._evaluate(theta, rng, self.draws)
+        A = self.blankets.matrix
+        unscaled = np.asarray(A.T @ T.T).T
+        scaled = np.asarray(A.T @ weighted.T).T
+        local_b = np.where(b.local_columns, unscaled, scaled)
+        ok = np.isfinite(elbo) & np.all(np.isfinite(local_b), axis=1)
+        if ok.sum() < max(3, self.draws // 2):
+            return None
+        local = np.zeros((int(ok.sum()), self.family.dim))
+        local[:, b.columns] = local_b[ok]
+        grad = score_gradient(self.family, theta, zeta[ok], elbo[ok], local, "rb+cv")
+        in_batch = np.zeros(self.family.dim, dtype=bool)
+        in_batch[b.columns] = True
+        grad[~in_batch[self.family.param_column]] = 0.0
+        return grad, float(np.mean(elbo[ok])), int((~ok).sum())
+
+    def elbo(self, theta: np.ndarray, rng: np.random.Generator, n: int) -> float:
+        """On the full data (one pass, in chunks of draws): the reported ELBO has no batch noise."""
+        values = []
+        for start in range(0, n, 100):
+            zeta = self.family.sample(theta, rng, min(100, n - start))
+            with np.errstate(all="ignore"):
+                lp = np.asarray(self.batches.model.log_joint(zeta, binary=True), dtype=float)
+            values.append(lp - self.family.log_q(theta, zeta).sum(axis=1))
+        values = np.concatenate(values)
+        return float(np.mean(values)) if np.all(np.isfinite(values)) else -np.inf
+
+    def sample(self, theta: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
+        return self.family.sample(theta, rng, n)
+
+    def describe(self, theta: np.ndarray) -> dict[str, dict]:
+        return self.family.describe(theta)
