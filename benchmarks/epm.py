@@ -275,6 +275,36 @@ def table(rows: list[dict]) -> str:
             f"{net:<18} {k:>3} {label:<26} {len(a):>6} {failed:>6} "
             f"{np.mean(a) if len(a) else float('nan'):>8.4f} ± {sd:<6.4f} {secs:>8.1f}"
         )
+    return "\n".join(out) + "\n\n" + paired(rows)
+
+
+def paired(rows: list[dict]) -> str:
+    """Per-split AUC differences (same held-out pairs), the comparison the splits allow."""
+    auc = {
+        (r["network"], r["K"], r["split"], r["method"]): r["auc"]
+        for r in rows
+        if "error" not in r and r.get("options", {}).get("refine_draws", 0) == 0
+    }
+    pairs = [("gamma", "advi"), ("auto", "advi"), ("auto", "gamma")]
+    out = [
+        f"{'network':<18} {'K':>3} {'paired by split':<26} {'splits':>6} {'mean diff':>10} "
+        f"{'higher in':>10}",
+        "-" * 78,
+    ]
+    for net, k in sorted({(key[0], key[1]) for key in auc}):
+        for a, b in pairs:
+            splits = sorted(
+                key[2]
+                for key in auc
+                if key[:2] == (net, k) and key[3] == a and (net, k, key[2], b) in auc
+            )
+            if not splits:
+                continue
+            d = np.array([auc[(net, k, s, a)] - auc[(net, k, s, b)] for s in splits])
+            out.append(
+                f"{net:<18} {k:>3} {a + ' - ' + b:<26} {len(d):>6} {d.mean():>+10.4f} "
+                f"{f'{int(np.sum(d > 0))}/{len(d)}':>10}"
+            )
     return "\n".join(out)
 
 

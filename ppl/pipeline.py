@@ -276,7 +276,8 @@ def _fit_sgvb(model, chosen, init, rng, *, polish_fit, optimizer, progress, **op
     gamma blocks start from the gamma with the same mean and variance of log x, and L-BFGS on the
     fixed-draw ELBO moves them from a lognormal-shaped to a gamma-shaped fit. A stochastic SGVB
     phase runs in between when an optimiser is named, and replaces the L-BFGS refinement when
-    the polish is off (``refine_draws=0``).
+    the polish is off (``refine_draws=0``). A warm start that failed, fell back to its own start,
+    or led the gamma fit to a non-finite ELBO is dropped, with a warning, for a cold start.
     """
     from ppl.inference.sgvb import Block, MixedFamily, fit_sgvb, refine_warm_start
 
@@ -285,6 +286,7 @@ def _fit_sgvb(model, chosen, init, rng, *, polish_fit, optimizer, progress, **op
         Block(lat.name, chosen[lat.name], lat.offset, lat.size) for lat in model.latents if lat.size
     ]
     family = MixedFamily(blocks, model.dim)
+    warm, failure = None, None
     try:
         warm = fit_advi(
             model.log_joint,
@@ -297,40 +299,63 @@ def _fit_sgvb(model, chosen, init, rng, *, polish_fit, optimizer, progress, **op
             **advi_options,
         )
     except FitError as exc:
-        # a Gaussian that wanders into overflow need not stop the gamma fit: start it cold, with
-        # the paper's AdaDelta (its steps grow with the parameters, Adam's fixed ones do not)
-        warm, failure = None, str(exc).split(". ")[0]
-        optimizer = optimizer or "adadelta"
+        failure = str(exc).split(". ")[0]
+    if warm is not None and not warm.elbo > warm.elbo_trace[0][1]:
+        # ADVI diverged and fell back to its own start: moment-matching that is no warm start
+        failure = "no iteration improved on its start"
+        spent, warm = (warm.iterations, warm.grad_evals), None
+    else:
+        spent = (0, 0)
     if warm is not None and polish_fit:
         warm, _ = polish(model.log_joint, warm, init, seed=int(rng.integers(2**31)))
-    theta0 = None if warm is None else family.from_gaussian(warm.mean, warm.sd)
-    result = None
-    if optimizer is not None or not polish_fit:
-        result = fit_sgvb(
-            model.log_joint,
-            family,
-            init,
-            seed=int(rng.integers(2**31)),
-            polish=False,
-            optimizer=optimizer or "adam",
-            theta0=theta0,
-            **options,
-        )
-    if polish_fit:
-        stochastic = result
-        start = theta0 if stochastic is None else stochastic.theta
-        result = refine_warm_start(model.log_joint, family, start, seed=int(rng.integers(2**31)))
-        result.converged = (warm is not None and warm.converged) or (
-            stochastic is not None and stochastic.converged
-        )
-        if stochastic is not None:
-            result.optimizer = f"{stochastic.optimizer}, then L-BFGS"
-            result.iterations += stochastic.iterations
-            result.grad_evals += stochastic.grad_evals
-            result.warnings = stochastic.warnings + result.warnings
-            shifted = [(i + stochastic.iterations, e) for i, e in result.elbo_trace[1:]]
-            result.elbo_trace = stochastic.elbo_trace + shifted
+
+    def gamma_phase(theta0, optimizer):
+        result = None
+        if optimizer is not None or not polish_fit:
+            result = fit_sgvb(
+                model.log_joint,
+                family,
+                init,
+                seed=int(rng.integers(2**31)),
+                polish=False,
+                optimizer=optimizer or "adam",
+                theta0=theta0,
+                **options,
+            )
+        if polish_fit:
+            stochastic = result
+            start = theta0 if stochastic is None else stochastic.theta
+            result = refine_warm_start(
+                model.log_joint, family, start, seed=int(rng.integers(2**31))
+            )
+            result.converged = (warm is not None and warm.converged) or (
+                stochastic is not None and stochastic.converged
+            )
+            if stochastic is not None:
+                result.optimizer = f"{stochastic.optimizer}, then L-BFGS"
+                result.iterations += stochastic.iterations
+                result.grad_evals += stochastic.grad_evals
+                result.warnings = stochastic.warnings + result.warnings
+                shifted = [(i + stochastic.iterations, e) for i, e in result.elbo_trace[1:]]
+                result.elbo_trace = stochastic.elbo_trace + shifted
+        if not np.isfinite(result.elbo):
+            raise FitError("gamma SGVB ended with a non-finite ELBO estimate")
+        return result
+
+    if warm is not None:
+        try:
+            result = gamma_phase(family.from_gaussian(warm.mean, warm.sd), optimizer)
+        except FitError as exc:
+            # e.g. ADVI found a spike where the density is unbounded (gamma shape < 1 at 0)
+            failure = f"gamma SGVB from it failed: {str(exc).split('. ')[0]}"
+            spent, warm = (warm.iterations, warm.grad_evals), None
     if warm is None:
+        # a Gaussian that wanders into overflow need not stop the gamma fit: start it cold, with
+        # the paper's AdaDelta (its steps grow with the parameters, Adam's fixed ones do not)
+        optimizer = optimizer or "adadelta"
+        result = gamma_phase(None, optimizer)
+        result.iterations += spent[0]
+        result.grad_evals += spent[1]
         result.warnings.insert(
             0,
             f"the mean-field ADVI warm start failed ({failure}); gamma SGVB started from the "

@@ -107,3 +107,49 @@ def test_failed_advi_warm_start_falls_back_to_a_cold_gamma_fit(monkeypatch):
     assert result.vi.optimizer == "adadelta, then L-BFGS"
     fitted = result.vi.family.describe(result.vi.theta)["lambda"]
     assert abs(fitted["shape"][0] / (2 + sum(counts)) - 1) < 0.02
+
+
+def test_advi_warm_start_that_fell_back_to_its_start_is_not_used(monkeypatch):
+    """A diverged ADVI returns its iteration-0 approximation (its best ELBO): that is no warm start
+    (the dicty EPM at K = 20, split 8, moment-matched from a random init and missed)."""
+    import dataclasses
+
+    import ppl.pipeline as pipeline
+
+    real_advi = pipeline.fit_advi
+
+    def advi_that_diverged(*args, **kwargs):
+        result = real_advi(*args, **kwargs)
+        return dataclasses.replace(result, elbo=result.elbo_trace[0][1])
+
+    monkeypatch.setattr(pipeline, "fit_advi", advi_that_diverged)
+    counts = [7, 3, 9, 4, 6, 8, 5, 2]
+    result = fit(_model(GAMMA_POISSON, {"N": len(counts), "y": counts}), "auto", seed=2)
+    assert "warm start failed (no iteration improved on its start)" in result.warnings[0]
+    assert result.vi.optimizer == "adadelta, then L-BFGS"
+    fitted = result.vi.family.describe(result.vi.theta)["lambda"]
+    assert abs(fitted["shape"][0] / (2 + sum(counts)) - 1) < 0.02
+
+
+def test_gamma_fit_that_fails_from_the_warm_start_restarts_cold(monkeypatch):
+    """ADVI can collapse a positive latent onto a spike where a hierarchical gamma prior is
+    unbounded (dicty EPM, K = 20, split 6: ELBO 1e166); the gamma SGVB from there had no finite
+    ELBO estimate. Such a failure must restart the gamma fit cold, not be returned."""
+    import ppl.inference.sgvb as sgvb
+    from ppl.errors import FitError
+
+    real_sgvb = sgvb.fit_sgvb
+
+    def sgvb_failing_from_warm_start(*args, theta0=None, **kwargs):
+        if theta0 is not None:
+            raise FitError("SGVB: the ELBO was not finite at 20 consecutive iterations. Details")
+        return real_sgvb(*args, theta0=theta0, **kwargs)
+
+    monkeypatch.setattr(sgvb, "fit_sgvb", sgvb_failing_from_warm_start)
+    counts = [7, 3, 9, 4, 6, 8, 5, 2]
+    model = _model(GAMMA_POISSON, {"N": len(counts), "y": counts})
+    result = fit(model, "auto", seed=2, refine_draws=0, draws=4000)
+    assert "warm start failed (gamma SGVB from it failed: SGVB: the ELBO" in result.warnings[0]
+    assert result.vi.optimizer == "adadelta" and np.isfinite(result.vi.elbo)
+    mean = (2 + sum(counts)) / (1 + len(counts))
+    assert abs(result.draws["lambda"].mean() / mean - 1) < 0.05

@@ -94,7 +94,8 @@ class MixedFamily:
                 parts += [m, np.log(s)]
             else:
                 a = _shape_from_log_variance(s**2)
-                rate = np.exp(scipy_digamma(a) - m)
+                # a log-mean far out (a Gaussian collapsed on 0) still gives a float rate
+                rate = np.exp(np.clip(scipy_digamma(a) - m, -700.0, 700.0))
                 parts += [_softplus_inv(a), _softplus_inv(rate)]
         return np.concatenate(parts) if parts else np.zeros(0)
 
