@@ -57,11 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument(
         "--method",
         default="auto",
-        choices=["auto", "advi", "meanfield", "fullrank", "bbvi"],
+        choices=["auto", "advi", "meanfield", "fullrank", "bbvi", "dsvi"],
         help="auto (default): gamma family for positive parameters, Gaussian for the rest "
         "(binary parameters: BBVI); advi/meanfield: mean-field Gaussian ADVI for every "
         "parameter; fullrank: full-rank Gaussian ADVI; bbvi: score-function gradients "
-        "(Rao-Blackwellised, with control variates), Bernoulli for binary parameters",
+        "(Rao-Blackwellised, with control variates), Bernoulli for binary parameters; dsvi: "
+        "doubly stochastic VI, theta = C z + mu (Titsias & Lazaro-Gredilla 2014)",
     )
     f.add_argument(
         "--estimator",
@@ -75,7 +76,28 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         metavar="B",
-        help="under --method bbvi, subsample B of the data rows per step (scaled by N/B)",
+        help="under --method bbvi or dsvi, subsample B of the data rows per step (scaled by N/B)",
+    )
+    f.add_argument(
+        "--rank",
+        default=None,
+        choices=["full", "diag"],
+        help="under --method dsvi, a lower-triangular (default) or diagonal scale matrix C",
+    )
+    f.add_argument(
+        "--student-t",
+        type=float,
+        default=None,
+        metavar="NU",
+        dest="dof",
+        help="under --method dsvi, z from a Student-t with NU degrees of freedom (default: normal)",
+    )
+    f.add_argument(
+        "--schedule",
+        default=None,
+        choices=["adaptive", "decay", "robbins-monro"],
+        help="under --method dsvi, the learning rates: Stan's adaptive sequence (default), the "
+        "paper's eta * 0.95^(t/5000) with 0.1x for C, or eta (1 + t)^-0.7",
     )
     f.add_argument("--iter", type=int, default=10000, help="maximum iterations (default 10000)")
     f.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
@@ -131,7 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
     fmt.add_argument("--json", action="store_true", help="print the IR as JSON")
     fmt.add_argument("--dot", action="store_true", help="print the IR as a Graphviz digraph")
     r.add_argument(
-        "--method", default="auto", choices=["auto", "advi", "meanfield", "fullrank", "bbvi"]
+        "--method",
+        default="auto",
+        choices=["auto", "advi", "meanfield", "fullrank", "bbvi", "dsvi"],
     )
 
     c = sub.add_parser(
@@ -193,7 +217,7 @@ def _variational_parameters(result) -> dict:
     for lat in result.model.latents:
         part = slice(lat.offset, lat.offset + lat.size)
         out[lat.name] = {
-            "family": "gaussian",
+            "family": vi.label if result.method == "dsvi" else "gaussian",
             "mean": vi.mean[part].tolist(),
             "sd": sd[part].tolist(),
         }
@@ -221,6 +245,9 @@ def cmd_fit(args) -> int:
             optimizer=args.optimizer,
             estimator=args.estimator,
             batch=args.batch,
+            rank=args.rank,
+            dof=args.dof,
+            schedule=args.schedule,
             refine_draws=0 if args.no_polish else 64,
             progress=progress,
         )
@@ -242,6 +269,12 @@ def cmd_fit(args) -> int:
         how = (
             f"BBVI ({vi.estimator} score-function gradients, {steps}, eta {vi.eta:g}, "
             f"{vi.grad_samples} draws per step)"
+        )
+    elif result.method == "dsvi":
+        rows = f", minibatches of {args.batch} rows" if args.batch else ""
+        how = (
+            f"DSVI ({vi.label}, {vi.schedule} learning rates, eta {vi.eta:g}, "
+            f"{vi.grad_samples} draws per step{rows})"
         )
     else:
         how = f"{result.method} ADVI, eta {vi.eta:g}"

@@ -327,6 +327,36 @@ class CompiledModel:
                 return self.log_joint(zeta, binary)
         return anp.concatenate(out)
 
+    def log_joint_scaled(self, zeta, scales: dict[int, float]):
+        """The log joint with each statement whose id is in `scales` weighted by it.
+
+        A minibatch of B of N rows gives an unbiased, differentiable estimate with the per-row
+        statements weighted N / B (ppl.inference.subsample). Evaluated for all draws at once.
+        """
+        S = fast_shape(zeta)[0]
+        extra: list = []
+
+        def record(statement, lp):
+            weight = scales.get(id(statement))
+            if weight is not None:
+                extra.append((weight - 1.0) * lp)
+
+        while True:
+            extra.clear()
+            try:
+                _, target, log_jac = self._evaluate(zeta, on_statement=record)
+            except Devectorise as d:
+                self.devectorised.add(d.loop)
+                continue
+            except (NeedsPerSample, Rejected) as exc:
+                raise ModelError(
+                    "--batch needs a model that can be evaluated for all draws at once"
+                ) from exc
+            total = _total(target, log_jac, S)
+            for lp in extra:
+                total = total + lp
+            return total
+
     def log_terms(self, zeta: np.ndarray) -> tuple[np.ndarray, list[tuple[object, np.ndarray]]]:
         """The log joint of S draws (binary latents allowed) and its terms, kept apart.
 

@@ -477,6 +477,8 @@ def _family(transform: str | None, support: str, method: str) -> str:
         plain = transform in (None, "identity")
         return "mean-field Gaussian (BBVI)" + ("" if plain else ", unconstrained scale")
     gauss = "full-rank Gaussian" if method == "fullrank" else "mean-field Gaussian"
+    if method == "dsvi":
+        gauss = "full-rank Gaussian (DSVI; --rank diag, --student-t NU)"
     return gauss if transform in (None, "identity") else f"{gauss}, unconstrained scale"
 
 

@@ -25,6 +25,7 @@ METHODS = {
     "meanfield": "meanfield",
     "fullrank": "fullrank",
     "bbvi": "bbvi",
+    "dsvi": "dsvi",
 }
 
 
@@ -173,6 +174,8 @@ def family_of(latent, method: str, family: str = "gaussian") -> str:
     gauss = "full-rank Gaussian" if method == "fullrank" else "mean-field Gaussian"
     if method == "bbvi":
         gauss += " (score-function gradient)"
+    if method == "dsvi":
+        gauss = family  # the fit's own label: rank and standard distribution
     if latent.kind == "identity":
         return gauss
     return f"{gauss} on the unconstrained scale ({latent.kind} transform, support {latent.support})"
@@ -194,9 +197,15 @@ def fit(
     optimizer: str | None = None,
     estimator: str = "rb+cv",
     batch: int | None = None,
+    rank: str | None = None,
+    dof: float | None = None,
+    schedule: str | None = None,
     progress: Callable[[int, float | None], None] | None = None,
 ) -> FitResult:
-    """Fit the model's latents with the chosen method; return constrained posterior draws."""
+    """Fit the model's latents with the chosen method; return constrained posterior draws.
+
+    `rank` (full | diag), `dof` (a Student-t standard distribution) and `schedule` are DSVI's.
+    """
     if method not in METHODS:
         raise ModelError(f"unknown method '{method}'; choose one of {', '.join(METHODS)}")
     binary = [lat.name for lat in model.latents if lat.binary]
@@ -208,8 +217,12 @@ def fit(
         )
     if model.dim == 0:
         raise ModelError("the model has no parameters to fit")
-    if batch is not None and method != "bbvi":
-        raise ModelError("--batch (data subsampling) works with --method bbvi only")
+    if batch is not None and method not in ("bbvi", "dsvi"):
+        raise ModelError("--batch (data subsampling) works with --method bbvi or dsvi only")
+    dsvi_options = {"rank": rank, "dof": dof, "schedule": schedule}
+    given = [f"--{k.replace('dof', 'student-t')}" for k, v in dsvi_options.items() if v is not None]
+    if given and method != "dsvi":
+        raise ModelError(f"{', '.join(given)}: DSVI's option(s); use them with --method dsvi")
     chosen = choose_families(model, method, families)
     vi_method = METHODS[method]
     start = time.perf_counter()
@@ -221,6 +234,18 @@ def fit(
             model, chosen, init, rng, max_iter=iterations, tol_rel_obj=tol_rel_obj,
             eta=eta, grad_samples=grad_samples or 100, estimator=estimator,
             optimizer=optimizer or "stan", progress=progress, batch=batch,
+        )  # fmt: skip
+    elif vi_method == "dsvi":
+        from ppl.inference.dsvi import fit_dsvi
+        from ppl.inference.subsample import Batches, SubsampledLogJoint
+
+        kwargs = {} if grad_samples is None else {"grad_samples": grad_samples}
+        minibatch = None if batch is None else SubsampledLogJoint(Batches(model, batch, rng))
+        vi = fit_dsvi(
+            model.log_joint, model.dim, rank=rank or "full", dof=dof,
+            schedule=schedule or "adaptive", eta=eta, grad_log_joint=minibatch,
+            max_iter=iterations, tol_rel_obj=tol_rel_obj, elbo_samples=elbo_samples, init=init,
+            seed=int(rng.integers(2**31)), progress=progress, **kwargs,
         )  # fmt: skip
     elif binary:
         vi = _fit_mixed(
@@ -263,6 +288,8 @@ def fit(
             bad = int(np.sum(~np.isfinite(arr).reshape(arr.shape[0], -1).all(axis=1)))
             vi.warnings.append(f"{bad} of {draws} draws of '{name}' are not finite")
     seconds = time.perf_counter() - start
+    if vi_method == "dsvi":
+        chosen = dict.fromkeys(chosen, f"{vi.label} (DSVI)")
     labels = {lat.name: family_of(lat, vi_method, chosen[lat.name]) for lat in model.latents}
     return FitResult(
         model, vi_method, vi, values, seed, seconds, labels, list(vi.warnings), refine_info

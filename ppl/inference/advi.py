@@ -74,6 +74,9 @@ class _MeanField:
     def initial(self, mu0: np.ndarray) -> np.ndarray:
         return np.concatenate([mu0, np.zeros(self.dim)])
 
+    def noise(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.standard_normal((n, self.dim))
+
     def zeta(self, theta: np.ndarray, eps: np.ndarray) -> np.ndarray:
         return theta[: self.dim] + eps * np.exp(theta[self.dim :])
 
@@ -102,6 +105,9 @@ class _FullRank:
     def initial(self, mu0: np.ndarray) -> np.ndarray:
         return np.concatenate([mu0, np.eye(self.dim).ravel()])
 
+    def noise(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.standard_normal((n, self.dim))
+
     def zeta(self, theta: np.ndarray, eps: np.ndarray) -> np.ndarray:
         return theta[: self.dim] + eps @ self._L(theta).T
 
@@ -129,8 +135,16 @@ _FAMILIES = {"meanfield": _MeanField, "fullrank": _FullRank}
 
 
 class _Evaluator:
-    def __init__(self, log_joint: LogJoint, family: _MeanField | _FullRank, elbo_eps: np.ndarray):
+    def __init__(
+        self,
+        log_joint: LogJoint,
+        family: _MeanField | _FullRank,
+        elbo_eps: np.ndarray,
+        grad_log_joint: LogJoint | None = None,
+    ):
         self.log_joint = log_joint
+        # gradients may use a cheaper unbiased estimate of the log joint (a minibatch of rows)
+        self.grad_log_joint = grad_log_joint or log_joint
         self.family = family
         self.elbo_eps = elbo_eps
         self.grad_evals = 0
@@ -176,7 +190,7 @@ class _Evaluator:
         with np.errstate(all="ignore"):
             zeta = self.family.zeta(theta, eps)
             try:
-                vjp, lp = make_vjp(self.log_joint)(zeta)
+                vjp, lp = make_vjp(self.grad_log_joint)(zeta)
                 lp = self._check(lp, n)
                 g = np.asarray(vjp(np.ones(n)), dtype=float)
             except (FloatingPointError, np.linalg.LinAlgError):
@@ -196,13 +210,15 @@ class _Evaluator:
 # Step-size adaptation (Stan's adapt_eta).
 
 
-def _trial(ev: _Evaluator, theta0: np.ndarray, eta: float, n_iter: int, S: int, seed: int):
+def _trial(
+    ev: _Evaluator, theta0: np.ndarray, eta: float, n_iter: int, S: int, seed: int, schedule
+):
     """Run ``n_iter`` iterations at step size ``eta``; return (ELBO or -inf, iterations, reason)."""
     rng = np.random.default_rng(seed)  # same draws for every eta: a fair comparison
     theta = theta0.copy()
-    steps = StanStepSize(theta.size)
+    steps = schedule(theta.size)
     for k in range(1, n_iter + 1):
-        grad = ev.grad(theta, rng.standard_normal((S, ev.family.dim)))
+        grad = ev.grad(theta, ev.family.noise(rng, S))
         if grad is None:
             return -np.inf, k, f"non-finite log density at every draw (iteration {k})"
         theta = theta + eta * steps.direction(grad)
@@ -215,14 +231,20 @@ def _trial(ev: _Evaluator, theta0: np.ndarray, eta: float, n_iter: int, S: int, 
 
 
 def _adapt_eta(
-    ev: _Evaluator, theta0: np.ndarray, elbo0: float, adapt_iter: int, S: int, seed: int
+    ev: _Evaluator,
+    theta0: np.ndarray,
+    elbo0: float,
+    adapt_iter: int,
+    S: int,
+    seed: int,
+    schedule=StanStepSize,
 ) -> tuple[float, int, list[tuple[float, float]]]:
     """Try Stan's eta grid from the same start; keep the best by ELBO, stop once it gets worse."""
     best_eta, best_elbo, used = None, -np.inf, 0
     trials: list[tuple[float, float]] = []
     reasons: list[str] = []
     for eta in ETA_GRID:
-        elbo, n, reason = _trial(ev, theta0, eta, adapt_iter, S, seed)
+        elbo, n, reason = _trial(ev, theta0, eta, adapt_iter, S, seed, schedule)
         used += n
         trials.append((eta, float(elbo)))
         reasons.append(f"eta={eta:g}: " + (reason or f"ELBO {elbo:.6g}"))
@@ -257,7 +279,7 @@ def _check_options(
         if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
             raise FitError(f"ADVI option {name} must be a positive integer, got {value!r}")
 
-    if method not in _FAMILIES:
+    if isinstance(method, str) and method not in _FAMILIES:
         raise FitError(f"unknown ADVI method {method!r}; use 'meanfield' or 'fullrank'")
     for name, value in [
         ("dim", dim),
@@ -291,6 +313,8 @@ def fit_advi(
     progress: Callable[[int, float | None], None] | None = None,
     average: bool = True,
     backoff: bool = True,
+    schedule: Callable[[int], Any] = StanStepSize,
+    grad_log_joint: LogJoint | None = None,
 ) -> VIResult:
     """Fit a Gaussian q to exp(log_joint) in the unconstrained space by stochastic gradient ascent.
 
@@ -299,6 +323,9 @@ def fit_advi(
     step size over Stan's grid. ``average=True`` returns the mean of the last ``eval_elbo`` iterates
     of the variational parameters instead of the last iterate (less Monte Carlo noise).
     ``progress(iteration, elbo_or_None)`` is called after every main-loop iteration.
+    ``method`` may also be a family object (DSVI's, ppl.inference.dsvi), ``schedule(size)`` makes
+    the step rule (``direction(grad)``, scaled by eta), and ``grad_log_joint`` replaces
+    ``log_joint`` in the gradients only (a minibatch estimate; ELBOs use the full ``log_joint``).
     Raises ``FitError`` when no finite approximation can be found; never returns NaN.
     """
     start = time.perf_counter()
@@ -311,8 +338,8 @@ def fit_advi(
         raise FitError(f"ADVI init must be {dim} finite numbers, got {init!r}")
 
     rng = np.random.default_rng(seed)
-    family = _FAMILIES[method](dim)
-    ev = _Evaluator(log_joint, family, rng.standard_normal((elbo_samples, dim)))
+    family = _FAMILIES[method](dim) if isinstance(method, str) else method
+    ev = _Evaluator(log_joint, family, family.noise(rng, elbo_samples), grad_log_joint)
     adapt_seed = int(rng.integers(2**63))  # drawn even when eta is given: same main-loop draws
     theta0 = family.initial(mu0)
     warnings: list[str] = []
@@ -329,11 +356,11 @@ def fit_advi(
 
     adapt_used, trials = 0, []
     if eta is None:
-        eta, adapt_used, trials = _adapt_eta(ev, theta0, elbo0, adapt_iter, S, adapt_seed)
+        eta, adapt_used, trials = _adapt_eta(ev, theta0, elbo0, adapt_iter, S, adapt_seed, schedule)
     eta0 = eta = float(eta)
 
     theta = theta0.copy()
-    steps = StanStepSize(theta.size)
+    steps = schedule(theta.size)
     # Earlier iterates, newest last: each consecutive failure steps one further back (a single
     # undo is not enough when q has drifted to where most draws already fail).
     history: deque[np.ndarray] = deque(maxlen=_MAX_CONSECUTIVE_FAILURES)
@@ -347,7 +374,7 @@ def fit_advi(
     diverging_warned = converged = False
     k = 0
     while k < max_iter:
-        grad = ev.grad(theta, rng.standard_normal((S, dim)))
+        grad = ev.grad(theta, family.noise(rng, S))
         if grad is None:
             fails += 1
             if fails > _MAX_CONSECUTIVE_FAILURES or halvings >= _MAX_HALVINGS:
@@ -473,7 +500,7 @@ def fit_advi(
 
     mean, scale_tril = family.mean_scale(final_theta)
     return VIResult(
-        method=method,
+        method=family.name,
         mean=mean,
         scale_tril=scale_tril,
         elbo_trace=trace,

@@ -332,12 +332,14 @@ def fit_bbvi(
 
 
 def chain(first: BBVIResult, second: BBVIResult) -> BBVIResult:
-    """`second`, continued from `first`: iterations, trace and warnings of both."""
+    """`second`, continued from `first`: iterations, trace and warnings of both (the first
+    phase's marked as such: its "not converged" is not the result's)."""
     second.iterations += first.iterations
     second.grad_evals += first.grad_evals
     shifted = [(i + first.iterations, e) for i, e in second.elbo_trace]
     second.elbo_trace = first.elbo_trace + shifted
-    second.warnings = [w for w in first.warnings if w not in second.warnings] + second.warnings
+    earlier = [f"(first phase, Gaussian start) {w}" for w in first.warnings]
+    second.warnings = [w for w in earlier if w not in second.warnings] + second.warnings
     return second
 
 

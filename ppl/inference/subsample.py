@@ -194,3 +194,26 @@ class SubsampledScoreObjective:
 
     def describe(self, theta: np.ndarray) -> dict[str, dict]:
         return self.family.describe(theta)
+
+
+class SubsampledLogJoint:
+    """A fresh minibatch of rows at every call, per-row statements weighted N / B: an unbiased,
+    differentiable estimate of the log joint for pathwise gradients (DSVI's doubly stochastic
+    gradients, the paper's section 2). Every parameter must be global: a local one's q would be
+    updated only when its row is drawn, which a pathwise step over all of theta does not do."""
+
+    def __init__(self, batches: Batches):
+        if batches.local:
+            raise ModelError(
+                f"--batch: parameter(s) {', '.join(sorted(batches.local))} have one value per "
+                f"row ('{batches.rows_name}'); minibatches with this method need global "
+                "parameters only (--method bbvi subsamples local ones)"
+            )
+        self.batches = batches
+        weight = batches.N / batches.B
+        self.scales = {key: weight for key in batches.row_keys()}
+
+    def __call__(self, zeta):
+        b = self.batches
+        b.set_rows(b.draw_rows())
+        return b.batch_model.log_joint_scaled(zeta, self.scales)
