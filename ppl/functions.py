@@ -786,15 +786,23 @@ _register("log_softmax", _fixed(VECTOR), _log_softmax, nargs=(1,))
 
 
 def _gp_exp_quad_cov(args, types):
-    """Squared-exponential kernel alpha^2 exp(-|x_i - x_j|^2 / (2 rho^2)) over array points."""
+    """Squared-exponential kernel alpha^2 exp(-|x_i - x_j|^2 / (2 rho^2)) over array points;
+    with one length-scale per input dimension (`array[] real rho`, Stan's ARD signature)
+    exp(-sum_d (x_id - x_jd)^2 / (2 rho_d^2))."""
     x, alpha, rho = args
     tx = types[0]
     x = to_array(x)
+    if types[2].ndim == 1:  # ARD: scale each input dimension by its own length-scale
+        x, rho = align_batch([x, rho], [2, 1])
+        shape = fast_shape(rho)
+        x = x / np.reshape(rho, shape[:-1] + (1,) + shape[-1:])
+        rho = 1.0
     if tx.kind == "scalar":  # array of reals: points are scalars
         d2 = (x[..., :, None] - x[..., None, :]) ** 2
-    else:  # array of vectors
-        diff = x[..., :, None, :] - x[..., None, :, :]
-        d2 = np.sum(diff**2, axis=-1)
+    else:  # array of vectors: |a|^2 + |b|^2 - 2 a.b, memory N^2 (not N^2 x dimensions)
+        sq = np.sum(x**2, axis=-1)
+        cross = np.matmul(x, np.swapaxes(x, -1, -2))
+        d2 = np.maximum(sq[..., :, None] + sq[..., None, :] - 2.0 * cross, 0.0)
     d2, alpha, rho = align_batch([d2, alpha, rho], [2, 0, 0])
     alpha = np.reshape(alpha, fast_shape(alpha) + (1, 1))
     rho = np.reshape(rho, fast_shape(rho) + (1, 1))
@@ -804,6 +812,10 @@ def _gp_exp_quad_cov(args, types):
 def _gp_rule(types):
     if types[0].adims != 1:
         raise SignatureError("gp_exp_quad_cov needs an array of reals or of vectors")
+    if types[2].ndim > 1 or (types[2].ndim == 1 and types[0].kind != "vector"):
+        raise SignatureError(
+            "gp_exp_quad_cov: one length-scale per dimension (array[] real) needs array[] vector x"
+        )
     return MATRIX
 
 

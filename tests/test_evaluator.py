@@ -392,6 +392,12 @@ def test_gp_exp_quad_cov():
     out = call("cov_exp_quad", [pts, 1.5, 0.7], [ARR_VEC, REAL, REAL])
     d2 = ((pts[:, None, :] - pts[None, :, :]) ** 2).sum(-1)
     np.testing.assert_allclose(out, 1.5**2 * np.exp(-d2 / (2 * 0.7**2)))
+    # ARD: one length-scale per input dimension, per draw
+    rhos = RNG.uniform(0.5, 2, size=(S, 2))
+    out = call("gp_exp_quad_cov", [pts, alpha, rhos], [ARR_VEC, REAL, ARR_REAL])
+    scaled = pts[None, :, :] / rhos[:, None, :]
+    d2 = ((scaled[:, :, None, :] - scaled[:, None, :, :]) ** 2).sum(-1)
+    np.testing.assert_allclose(out, alpha[:, None, None] ** 2 * np.exp(-d2 / 2))
 
 
 TESTED_ELSEWHERE = {
