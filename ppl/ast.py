@@ -116,6 +116,7 @@ class Decl(Stmt):
     name: str = ""
     spec: TypeSpec | None = None
     init: Expr | None = None
+    hyper: bool = False  # declared in `hyperparameters`: a point estimate (type-II ML), no q
 
 
 @dataclass(eq=False)

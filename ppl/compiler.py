@@ -41,6 +41,11 @@ class Latent:
     bound_names: set[str] = field(default_factory=set)
 
     @property
+    def hyper(self) -> bool:
+        """A hyperparameter: a point estimate maximising the ELBO (type-II ML), no q."""
+        return self.decl.hyper
+
+    @property
     def transform_label(self) -> str:
         return self.kind
 
@@ -265,6 +270,8 @@ class CompiledModel:
                     lat.decl, f"cannot apply the bounds of '{lat.name}': {e}"
                 ) from None
             env[lat.name] = x
+            if lat.hyper:
+                continue  # a point estimate of the marginal likelihood: no change of density
             if lj is not None and ev.terms is not None:
                 ev.terms.append((lat.decl, lj))
                 lj = sum_to_batch0(lj)

@@ -83,8 +83,13 @@ class _Builder(Transformer):
     # ---- program and blocks
     def start(self, meta, blocks):
         prog = ast.Program(self.filename, self.source)
+        hyper: list = []
         for name, body in blocks:
+            if name == "hyperparameters":
+                hyper = body  # parameters with a point estimate instead of a q: checked, laid
+                continue  # out and constrained as parameters, first in the layout
             setattr(prog, name, body)
+        prog.parameters = hyper + prog.parameters
         return prog
 
     def data_block(self, meta, c):
@@ -92,6 +97,12 @@ class _Builder(Transformer):
 
     def tdata_block(self, meta, c):
         return "transformed_data", list(c)
+
+    def hparams_block(self, meta, c):
+        decls = list(c)
+        for d in decls:
+            d.hyper = True
+        return "hyperparameters", decls
 
     def params_block(self, meta, c):
         return "parameters", list(c)

@@ -175,6 +175,8 @@ def family_of(latent, method: str, family: str = "gaussian") -> str:
     if method == "bbvi":
         gauss += " (score-function gradient)"
     if method == "dsvi":
+        if latent.hyper:
+            return family
         gauss = family  # the fit's own label: rank and standard distribution
     if latent.kind == "identity":
         return gauss
@@ -217,6 +219,14 @@ def fit(
         )
     if model.dim == 0:
         raise ModelError("the model has no parameters to fit")
+    hyper = [lat for lat in model.latents if lat.hyper]
+    if hyper and method != "dsvi":
+        raise ModelError(
+            f"hyperparameter(s) {', '.join(lat.name for lat in hyper)}: point estimates that "
+            "maximise the ELBO (type-II ML) are fitted by --method dsvi only"
+        )
+    if hyper and len(hyper) == len(model.latents):
+        raise ModelError("the model has only hyperparameters; declare its latents in parameters")
     if batch is not None and method not in ("bbvi", "dsvi"):
         raise ModelError("--batch (data subsampling) works with --method bbvi or dsvi only")
     dsvi_options = {"rank": rank, "dof": dof, "schedule": schedule}
@@ -236,7 +246,7 @@ def fit(
             optimizer=optimizer or "stan", progress=progress, batch=batch,
         )  # fmt: skip
     elif vi_method == "dsvi":
-        from ppl.inference.dsvi import fit_dsvi
+        from ppl.inference.dsvi import closed_forms, fit_dsvi
         from ppl.inference.subsample import Batches, SubsampledLogJoint
 
         kwargs = {} if grad_samples is None else {"grad_samples": grad_samples}
@@ -244,6 +254,8 @@ def fit(
         vi = fit_dsvi(
             model.log_joint, model.dim, rank=rank or "full", dof=dof,
             schedule=schedule or "adaptive", eta=eta, grad_log_joint=minibatch,
+            point=[i for lat in hyper for i in range(lat.offset, lat.offset + lat.size)],
+            closed=closed_forms(model),
             max_iter=iterations, tol_rel_obj=tol_rel_obj, elbo_samples=elbo_samples, init=init,
             seed=int(rng.integers(2**31)), progress=progress, **kwargs,
         )  # fmt: skip
@@ -289,7 +301,8 @@ def fit(
             vi.warnings.append(f"{bad} of {draws} draws of '{name}' are not finite")
     seconds = time.perf_counter() - start
     if vi_method == "dsvi":
-        chosen = dict.fromkeys(chosen, f"{vi.label} (DSVI)")
+        chosen = {lat.name: "point estimate (type-II ML)" if lat.hyper else f"{vi.label} (DSVI)"
+                  for lat in model.latents}  # fmt: skip
     labels = {lat.name: family_of(lat, vi_method, chosen[lat.name]) for lat in model.latents}
     return FitResult(
         model, vi_method, vi, values, seed, seconds, labels, list(vi.warnings), refine_info

@@ -163,3 +163,61 @@ def test_dsvi_options_need_dsvi_and_local_parameters_are_refused():
     )
     with pytest.raises(ModelError, match="one value per row"):
         fit(local, "dsvi", batch=5)
+
+
+HYPER_PRIOR_SD = """
+data { int N; vector[N] y; }
+hyperparameters { real<lower=0> ell; }
+parameters { real w; }
+model { w ~ normal(0, ell); y ~ normal(w, 1); }
+"""
+
+HYPER_NOISE = """
+data { int N; vector[N] y; }
+hyperparameters { real<lower=0> s; }
+parameters { real w; }
+model { w ~ normal(0, 3); y ~ normal(w, s); }
+"""
+
+
+def test_prior_variance_hyperparameter_has_the_type_ii_ml_value():
+    """y_i ~ N(w, 1), w ~ N(0, ell^2): the marginal likelihood peaks at ell^2 = ybar^2 - 1/N,
+    and with q exact (Gaussian) the ELBO's optimum over ell is the same point (closed form)."""
+    from ppl.inference.dsvi import closed_forms
+
+    y = np.random.default_rng(1).normal(1.2, 1, size=20)
+    model = _model(HYPER_PRIOR_SD, {"N": 20, "y": y})
+    assert len(closed_forms(model)) == 1
+    result = fit(model, "dsvi", seed=1, tol_rel_obj=1e-4, draws=4000)
+    ell = np.sqrt(y.mean() ** 2 - 1 / 20)
+    assert np.ptp(result.draws["ell"]) == 0  # a point estimate
+    assert result.draws["ell"][0] == pytest.approx(ell, rel=0.02)
+    post_sd = 1 / np.sqrt(1 / ell**2 + 20)
+    assert result.draws["w"].std() == pytest.approx(post_sd, rel=0.1)
+    assert result.families["ell"] == "point estimate (type-II ML)"
+
+
+def test_noise_hyperparameter_maximises_the_marginal_likelihood():
+    """No closed form here: s moves by gradient ascent on the ELBO, whose optimum with an exact
+    Gaussian q is the maximiser of the exact log marginal likelihood (found by scipy)."""
+    from scipy.optimize import minimize_scalar
+
+    from ppl.inference.dsvi import closed_forms
+
+    y = np.random.default_rng(2).normal(0.5, 0.7, size=30)
+    model = _model(HYPER_NOISE, {"N": 30, "y": y})
+    assert closed_forms(model) == []
+
+    def negative_log_marginal(log_s):
+        cov = np.exp(2 * log_s) * np.eye(30) + 9.0
+        return -stats.multivariate_normal(np.zeros(30), cov).logpdf(y)
+
+    s_ml = np.exp(minimize_scalar(negative_log_marginal, bounds=(-5, 3), method="bounded").x)
+    result = fit(model, "dsvi", seed=1, tol_rel_obj=1e-4, draws=1000)
+    assert result.draws["s"][0] == pytest.approx(s_ml, rel=0.03)
+
+
+def test_hyperparameters_need_dsvi():
+    model = _model(HYPER_NOISE, {"N": 3, "y": np.zeros(3)})
+    with pytest.raises(ModelError, match="type-II ML"):
+        fit(model, "advi")

@@ -176,20 +176,26 @@ def fit_dsvi(
     schedule: str = "adaptive",
     eta: float | None = None,
     grad_log_joint=None,
+    point=None,
+    closed: list[ClosedForm] | None = None,
     **options,
 ) -> DSVIResult:
     """DSVI over the unconstrained space; `options` are fit_advi's (max_iter, tol_rel_obj, ...).
 
     `eta=None` picks the base step from Stan's grid (also for the paper's schedules); the paper
     used eta = 0.05 / N with `decay`. `grad_log_joint`: a minibatch estimate of the log joint for
-    the gradients (ppl.inference.subsample.SubsampledLogJoint).
+    the gradients (ppl.inference.subsample.SubsampledLogJoint). `point`: the columns of
+    hyperparameters (point estimates, no q), `closed` those of them with a closed-form optimum.
     """
     if rank not in RANKS:
         raise FitError(f"DSVI: unknown rank {rank!r}; use one of {', '.join(RANKS)}")
     if schedule not in SCHEDULES:
         raise FitError(f"DSVI: unknown schedule {schedule!r}; use one of {', '.join(SCHEDULES)}")
     base = StandardDistribution(dof)
-    family = (FullScale if rank == "full" else DiagonalScale)(int(dim), base)
+    point = np.asarray([] if point is None else point, dtype=int)
+    family = (FullScale if rank == "full" else DiagonalScale)(int(dim) - len(point), base)
+    if len(point):
+        family = WithHyperparameters(family, int(dim), point, closed or [])
     make_steps = {
         "adaptive": None,
         "decay": lambda size: DecaySchedule(size, int(dim)),
@@ -201,3 +207,112 @@ def fit_dsvi(
     )
     values = {f.name: getattr(vi, f.name) for f in fields(VIResult)}
     return DSVIResult(**values, base=base, schedule=schedule)
+
+
+# --------------------------------------------------------------------------------------------------
+# Hyperparameters: point estimates that maximise the ELBO (type-II maximum likelihood).
+
+
+@dataclass
+class ClosedForm:
+    """`x ~ normal(0, ell)` with ell a positive hyperparameter used nowhere else: the ELBO's
+    maximiser over ell is ell^2 = E_q[x^2] = mu^2 + var (eq. 13 -> 14), shared over x's elements
+    when ell is a scalar. By the envelope theorem the gradient of the remaining terms at that ell
+    is the gradient of the reduced objective (eq. 14), so ell needs no gradient of its own."""
+
+    hyper: np.ndarray  # unconstrained columns of ell (log scale)
+    target: np.ndarray  # columns of x
+
+
+class WithHyperparameters:
+    """A DSVI family over the ordinary parameters plus point values for the hyperparameters:
+    gradient ascent on E_q[log p] for the general ones, the closed form for ClosedForm ones."""
+
+    def __init__(self, inner, dim: int, point: np.ndarray, closed: list[ClosedForm]):
+        self.inner, self.dim = inner, dim
+        self.name, self.base = inner.name, inner.base
+        mask = np.zeros(dim, bool)
+        mask[point] = True
+        self.free = np.flatnonzero(~mask)
+        closed_cols = np.concatenate([c.hyper for c in closed]) if closed else np.zeros(0, int)
+        self.point = np.setdiff1d(point, closed_cols)  # hyperparameters moved by gradients
+        self.closed = closed
+        self.where = np.empty(dim, int)  # each column's position among the free ones
+        self.where[self.free] = np.arange(len(self.free))
+        self.size = inner.size + len(self.point)
+
+    def _split(self, theta):
+        return theta[: self.inner.size], theta[self.inner.size :]
+
+    def initial(self, mu0: np.ndarray) -> np.ndarray:
+        return np.concatenate([self.inner.initial(mu0[self.free]), mu0[self.point]])
+
+    def noise(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return self.inner.noise(rng, n)
+
+    def point_values(self, theta) -> np.ndarray:
+        inner, values = self._split(theta)
+        out = np.zeros(self.dim)
+        out[self.point] = values
+        if self.closed:
+            mean, C = self.inner.mean_scale(inner)
+            second = mean**2 + np.sum(C**2, axis=1)  # E_q[x^2] per free column
+            for c in self.closed:
+                ell2 = second[self.where[c.target]]
+                ell2 = ell2 if len(c.hyper) == len(c.target) else np.mean(ell2, keepdims=True)
+                out[c.hyper] = 0.5 * np.log(np.maximum(ell2, 1e-300))
+        return out
+
+    def zeta(self, theta, z):
+        out = np.tile(self.point_values(theta), (z.shape[0], 1))
+        out[:, self.free] = self.inner.zeta(self._split(theta)[0], z)
+        return out
+
+    def entropy(self, theta) -> float:
+        return self.inner.entropy(self._split(theta)[0])
+
+    def grad(self, theta, z, g) -> np.ndarray:
+        inner, _ = self._split(theta)
+        return np.concatenate([self.inner.grad(inner, z, g[:, self.free]),
+                               g[:, self.point].mean(axis=0)])  # fmt: skip
+
+    def mean_scale(self, theta) -> tuple[np.ndarray, np.ndarray]:
+        mean, scale = self.point_values(theta), np.zeros((self.dim, self.dim))
+        m, C = self.inner.mean_scale(self._split(theta)[0])
+        mean[self.free] = m
+        scale[np.ix_(self.free, self.free)] = C
+        return mean, scale
+
+
+def closed_forms(model) -> list[ClosedForm]:
+    """The hyperparameters with a closed-form optimum: `x ~ normal(0, ell)`, ell declared
+    `<lower=0>` in `hyperparameters` and used in no other statement, x an unbounded parameter
+    with as many elements as ell (or ell a scalar)."""
+    from ppl import ast
+
+    latents = {lat.name: lat for lat in model.latents}
+    program = model.checked.program
+    uses: dict[str, int] = {}
+    for block in (program.transformed_parameters, program.model, program.generated_quantities):
+        for e in ast.iter_exprs(block):
+            if isinstance(e, ast.Var):
+                uses[e.name] = uses.get(e.name, 0) + 1
+    out = []
+    for s in program.model:
+        if not (isinstance(s, ast.Tilde) and s.dist.lower() == "normal" and len(s.args) == 2):
+            continue
+        x, mu, ell = s.lhs, s.args[0], s.args[1]
+        if not (isinstance(x, ast.Var) and isinstance(ell, ast.Var)):
+            continue
+        if not (isinstance(mu, ast.Num) and mu.value == 0):
+            continue
+        lx, lh = latents.get(x.name), latents.get(ell.name)
+        if lx is None or lh is None or lx.hyper or not lh.hyper or lx.kind != "identity":
+            continue
+        if lh.support != "positive" or uses.get(ell.name) != 1:
+            continue
+        if lh.size not in (1, lx.size):
+            continue
+        cols = np.arange(lh.offset, lh.offset + lh.size)
+        out.append(ClosedForm(cols, np.arange(lx.offset, lx.offset + lx.size)))
+    return out
