@@ -1,6 +1,6 @@
 """DSVI on the Pima logistic regression against a NUTS reference (issue: DSVI acceptance).
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/dsvi_pima.py [--seeds 5] [--tol 0.001]
+    OPENBLAS_NUM_THREADS=1 python benchmarks/dsvi_pima.py [--seeds 5] [--tol 1e-4]
 
 Fits models/logistic_regression/pima.model on pima_train.csv with full-rank and diagonal DSVI
 (and ppl's ADVI for comparison, polish off so every method is purely stochastic) and prints, per
@@ -57,7 +57,7 @@ def errors(draws: dict, reference: dict) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=5)
-    ap.add_argument("--tol", type=float, default=0.001, help="tol_rel_obj for every method")
+    ap.add_argument("--tol", type=float, default=1e-4, help="tol_rel_obj for every method")
     ap.add_argument("--draws", type=int, default=20000)
     args = ap.parse_args(argv)
     reference = json.loads((FOLDER / "pima_nuts_reference.json").read_text())
