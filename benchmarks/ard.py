@@ -29,6 +29,7 @@ from pathlib import Path
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
+from scipy.special import expit  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -89,7 +90,7 @@ def main(argv=None) -> int:
             alpha, beta = result.draws["alpha"], result.draws["beta"]
 
             def errors(X, y, alpha=alpha, beta=beta):
-                p = np.mean(1 / (1 + np.exp(-(alpha[:, None] + beta @ X.T))), axis=0)
+                p = np.mean(expit(alpha[:, None] + beta @ X.T), axis=0)
                 return int(np.sum((p > 0.5) != y))
 
             top = np.argsort(-np.abs(beta.mean(axis=0)))[:RELEVANT]

@@ -42,6 +42,12 @@ class StandardDistribution:
             return z
         return z * np.sqrt(self.dof / rng.chisquare(self.dof, size=(n, 1)))
 
+    def variance(self) -> float:
+        """Of each coordinate of z (inf for a Student-t with dof <= 2)."""
+        if self.dof is None:
+            return 1.0
+        return self.dof / (self.dof - 2.0) if self.dof > 2 else np.inf
+
     def entropy(self, dim: int) -> float:
         if self.dof is None:
             return 0.5 * dim * (1.0 + np.log(2.0 * np.pi))
@@ -79,6 +85,11 @@ class FullScale(_FullRank):
     def entropy(self, theta: np.ndarray) -> float:
         return float(np.sum(np.log(np.abs(np.diag(self._L(theta))))) + self.base.entropy(self.dim))
 
+    def second_moment(self, theta: np.ndarray) -> np.ndarray:
+        """E[theta_d^2] = mu_d^2 + Var(z) (C C^T)_dd."""
+        scale2 = np.sum(np.tril(self._L(theta)) ** 2, axis=1)
+        return theta[: self.dim] ** 2 + self.base.variance() * scale2
+
 
 class DiagonalScale(FullScale):
     """theta_d = mu_d + c_d z_d (eq. 9): linear in D, for thousands of parameters."""
@@ -104,6 +115,9 @@ class DiagonalScale(FullScale):
 
     def mean_scale(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return theta[: self.dim].copy(), np.diag(np.abs(theta[self.dim :]))
+
+    def second_moment(self, theta: np.ndarray) -> np.ndarray:
+        return theta[: self.dim] ** 2 + self.base.variance() * theta[self.dim :] ** 2
 
 
 class DecaySchedule:
@@ -146,10 +160,7 @@ class DSVIResult(VIResult):
     def sd(self) -> np.ndarray:
         """Marginal sds: the scale's, times sqrt(nu / (nu - 2)) for a Student-t (inf if nu <= 2)."""
         scale = np.sqrt(np.sum(self.scale_tril**2, axis=1))
-        nu = None if self.base is None else self.base.dof
-        if nu is None:
-            return scale
-        return scale * np.sqrt(nu / (nu - 2.0)) if nu > 2 else np.full_like(scale, np.inf)
+        return scale * np.sqrt((self.base or StandardDistribution()).variance())
 
     @property
     def cov(self) -> np.ndarray:
@@ -255,8 +266,7 @@ class WithHyperparameters:
         out = np.zeros(self.dim)
         out[self.point] = values
         if self.closed:
-            mean, C = self.inner.mean_scale(inner)
-            second = mean**2 + np.sum(C**2, axis=1)  # E_q[x^2] per free column
+            second = self.inner.second_moment(inner)  # E_q[x^2] per free column (normal z)
             for c in self.closed:
                 ell2 = second[self.where[c.target]]
                 ell2 = ell2 if len(c.hyper) == len(c.target) else np.mean(ell2, keepdims=True)
