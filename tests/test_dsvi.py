@@ -180,7 +180,8 @@ model { w ~ normal(0, 3); y ~ normal(w, s); }
 """
 
 
-def test_prior_variance_hyperparameter_has_the_type_ii_ml_value():
+@pytest.mark.parametrize("schedule", ["adaptive", "decay"])
+def test_prior_variance_hyperparameter_has_the_type_ii_ml_value(schedule):
     """y_i ~ N(w, 1), w ~ N(0, ell^2): the marginal likelihood peaks at ell^2 = ybar^2 - 1/N,
     and with q exact (Gaussian) the ELBO's optimum over ell is the same point (closed form)."""
     from ppl.inference.dsvi import closed_forms
@@ -188,7 +189,7 @@ def test_prior_variance_hyperparameter_has_the_type_ii_ml_value():
     y = np.random.default_rng(1).normal(1.2, 1, size=20)
     model = _model(HYPER_PRIOR_SD, {"N": 20, "y": y})
     assert len(closed_forms(model)) == 1
-    result = fit(model, "dsvi", seed=1, tol_rel_obj=1e-4, draws=4000)
+    result = fit(model, "dsvi", seed=1, tol_rel_obj=1e-4, draws=4000, schedule=schedule)
     ell = np.sqrt(y.mean() ** 2 - 1 / 20)
     assert np.ptp(result.draws["ell"]) == 0  # a point estimate
     assert result.draws["ell"][0] == pytest.approx(ell, rel=0.02)

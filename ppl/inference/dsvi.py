@@ -123,8 +123,8 @@ class DiagonalScale(FullScale):
 class DecaySchedule:
     """The paper's section 3.2 schedule: rho_t = eta * 0.95^floor(t / 5000), 0.1 rho_t for C."""
 
-    def __init__(self, size: int, dim: int, every: int = 5000, factor: float = 0.95):
-        self.scale = np.where(np.arange(size) < dim, 1.0, 0.1)
+    def __init__(self, scale_part: np.ndarray, every: int = 5000, factor: float = 0.95):
+        self.scale = np.where(scale_part, 0.1, 1.0)
         self.every, self.factor, self.k = every, factor, 0
 
     def direction(self, grad: np.ndarray) -> np.ndarray:
@@ -164,8 +164,8 @@ class DSVIResult(VIResult):
 
     @property
     def cov(self) -> np.ndarray:
-        sd_ratio = self.sd / np.sqrt(np.sum(self.scale_tril**2, axis=1))
-        return self.scale_tril @ self.scale_tril.T * sd_ratio[0] ** 2
+        variance = (self.base or StandardDistribution()).variance()
+        return self.scale_tril @ self.scale_tril.T * variance
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         base = self.base or StandardDistribution()
@@ -207,9 +207,12 @@ def fit_dsvi(
     family = (FullScale if rank == "full" else DiagonalScale)(int(dim) - len(point), base)
     if len(point):
         family = WithHyperparameters(family, int(dim), point, closed or [])
+    inner = getattr(family, "inner", family)
+    scale_part = np.zeros(family.size, bool)  # the entries of C in theta (the rest: mu, points)
+    scale_part[inner.dim : inner.size] = True
     make_steps = {
         "adaptive": None,
-        "decay": lambda size: DecaySchedule(size, int(dim)),
+        "decay": lambda size: DecaySchedule(scale_part),
         "robbins-monro": RobbinsMonroSchedule,
     }[schedule]
     extra = {} if make_steps is None else {"schedule": make_steps}
