@@ -79,6 +79,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="under --method bbvi or dsvi, subsample B of the data rows per step (scaled by N/B)",
     )
     f.add_argument(
+        "--stream",
+        action="store_true",
+        help="with --method dsvi --batch B, read the CSV a chunk at a time and draw the "
+        "minibatches from the chunks: memory bounded by the chunk, whatever the file's size",
+    )
+    f.add_argument(
+        "--chunk-rows",
+        type=int,
+        default=20000,
+        metavar="R",
+        help="rows per chunk under --stream (default 20000)",
+    )
+    f.add_argument(
         "--rank",
         default=None,
         choices=["full", "diag"],
@@ -178,6 +191,11 @@ def _validate_options(args):
             raise PplError("--eta must be a positive number")
         if args.grad_samples is not None and args.grad_samples < 1:
             raise PplError("--grad-samples must be at least 1")
+        if args.stream and (args.batch is None or args.method != "dsvi"):
+            raise PplError("--stream draws minibatches from the file: use it with --method dsvi "
+                           "and --batch B")  # fmt: skip
+        if args.stream and args.chunk_rows < args.batch:
+            raise PplError(f"--chunk-rows {args.chunk_rows} must be at least --batch {args.batch}")
 
 
 def _progress_bar(total: int, quiet: bool):
@@ -226,10 +244,17 @@ def _variational_parameters(result) -> dict:
 
 def cmd_fit(args) -> int:
     from ppl.output import write_outputs
-    from ppl.pipeline import build, check_finite_result, fit
+    from ppl.pipeline import ELBO_ROWS, build, build_streamed, check_finite_result, fit
     from ppl.summary import format_table, summarise
 
-    model = build(args.model, args.data, _sets(args.set), seed=args.seed)
+    stream = None
+    if args.stream:
+        model, stream = build_streamed(
+            args.model, args.data, _sets(args.set), seed=args.seed, chunk_rows=args.chunk_rows,
+            keep=max(ELBO_ROWS, 2 * args.batch),
+        )  # fmt: skip
+    else:
+        model = build(args.model, args.data, _sets(args.set), seed=args.seed)
     progress, close = _progress_bar(args.iter, args.quiet or not sys.stderr.isatty())
     try:
         result = fit(
@@ -248,6 +273,7 @@ def cmd_fit(args) -> int:
             rank=args.rank,
             dof=args.dof,
             schedule=args.schedule,
+            stream=stream,
             refine_draws=0 if args.no_polish else 64,
             progress=progress,
         )
@@ -272,6 +298,8 @@ def cmd_fit(args) -> int:
         )
     elif result.method == "dsvi":
         rows = f", minibatches of {args.batch} rows" if args.batch else ""
+        if stream is not None:
+            rows += f" from {len(stream.chunks)} chunks of up to {args.chunk_rows} rows"
         how = (
             f"DSVI ({vi.label}, {vi.schedule} learning rates, eta {vi.eta:g}, "
             f"{vi.grad_samples} draws per step{rows})"
@@ -291,7 +319,10 @@ def cmd_fit(args) -> int:
         )
     elif polish:
         print("polish: did not improve the fit; kept the unpolished one")
-    print(f"ELBO: {vi.elbo:.6g} ({'converged' if vi.converged else 'NOT converged'})")
+    on = ""
+    if result.elbo_rows:
+        on = f"; estimated on a fixed sample of {result.elbo_rows[0]} of {result.elbo_rows[1]} rows"
+    print(f"ELBO: {vi.elbo:.6g} ({'converged' if vi.converged else 'NOT converged'}{on})")
     for name, fam in result.families.items():
         print(f"  q({name}): {fam}")
     print()
@@ -304,6 +335,7 @@ def cmd_fit(args) -> int:
         "seconds": round(result.seconds, 4),
         "gradient_evaluations": vi.grad_evals,
         "elbo": vi.elbo,
+        "elbo_rows": result.elbo_rows,
         "converged": vi.converged,
         "seed": args.seed,
         "eta": vi.eta,

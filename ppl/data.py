@@ -28,7 +28,7 @@ from ppl.errors import DataError, PplError
 Dim = int | str | Callable[[dict[str, np.ndarray]], int]
 Bound = None | float | Callable[[dict[str, np.ndarray]], "float | np.ndarray"]
 
-__all__ = ["Bound", "DataSpec", "Dim", "load_data"]
+__all__ = ["Bound", "CsvText", "DataSpec", "Dim", "load_data", "open_data_file"]
 
 _INT64_MAX = 2**63
 
@@ -174,13 +174,14 @@ def _split_column_name(name: str) -> tuple[str, tuple[int, ...]]:
     return name, ()
 
 
-class _CsvFile:
+class CsvText:
     """A parsed CSV file: header, rows of strings, and lazily converted numeric columns."""
 
     kind = "csv"
 
-    def __init__(self, path: str, text: str) -> None:
-        self.path = path
+    def __init__(self, path: str, text: str, row0: int = 0) -> None:
+        """`row0`: rows of the file before this text (a chunk of a streamed file), for messages."""
+        self.path, self.row0 = path, row0
         plain = text.replace("\r\n", "\n") if "\r" in text else text
         quoted = '"' in plain or "\r" in plain
         if quoted:
@@ -197,7 +198,7 @@ class _CsvFile:
         if bad.size:
             i = int(bad[0])
             raise DataError(
-                f"{path}: row {i + 1} has {counts[i]} field{'s' if counts[i] != 1 else ''}, "
+                f"{path}: row {row0 + i + 1} has {counts[i]} field{'s' if counts[i] != 1 else ''}, "
                 f"the header has {ncol}"
             )
         # all cells, row after row: column j is cells[j::ncol]
@@ -275,7 +276,7 @@ class _CsvFile:
             cols[idx] = j
 
     def _cell_error(self, row: int, col: int, text: str) -> DataError:
-        where = f'{self.path}: row {row + 1}, column "{self.header[col]}"'
+        where = f'{self.path}: row {self.row0 + row + 1}, column "{self.header[col]}"'
         stripped = text.strip()
         if not stripped:
             return DataError(f"{where}: missing value (empty cell)")
@@ -450,11 +451,11 @@ def _json_array(path: str, name: str, value: object, fast_ok: bool) -> np.ndarra
     return out.reshape(shape)
 
 
-def _open(path: str) -> _CsvFile | _JsonFile:
+def open_data_file(path: str) -> CsvText | _JsonFile:
     text = _read_text(path)
     suffix = Path(path).suffix.lower()
     if suffix == ".csv":
-        return _CsvFile(path, text)
+        return CsvText(path, text)
     if suffix == ".json":
         return _JsonFile(path, text)
     raise DataError(
@@ -490,7 +491,7 @@ class _Source:
 
 
 class _CsvSource(_Source):
-    def __init__(self, file: _CsvFile, name: str, cols: dict[tuple[int, ...], int]) -> None:
+    def __init__(self, file: CsvText, name: str, cols: dict[tuple[int, ...], int]) -> None:
         self.file, self.name, self.cols, self.label = file, name, cols, file.path
         arity = len(next(iter(cols)))
         self.trailing = tuple(max(t[k] for t in cols) for k in range(arity))
@@ -508,7 +509,8 @@ class _CsvSource(_Source):
 
     def where(self, index: tuple[int, ...]) -> str:
         key = tuple(i + 1 for i in index[1:])
-        return f'{self.label}: row {index[0] + 1}, column "{self.file.header[self.cols[key]]}"'
+        row = self.file.row0 + index[0] + 1
+        return f'{self.label}: row {row}, column "{self.file.header[self.cols[key]]}"'
 
     def length_text(self, axis: int, n: int) -> str:
         if axis == 0:
@@ -744,7 +746,7 @@ def _check_bounds(
 def _missing(
     spec: DataSpec,
     paths: list[str],
-    files: list[_CsvFile | _JsonFile],
+    files: list[CsvText | _JsonFile],
     users: list[tuple[DataSpec, int]],
 ) -> DataError:
     where = ", ".join(paths) if paths else "the data (no data files were given)"
@@ -762,7 +764,7 @@ def _missing(
         names = ", ".join(dict.fromkeys(u.name for u, _ in users))
         msg += f" (or give {names}, so that {spec.name} can be inferred from its size)"
     for f in files:
-        if n == 0 and isinstance(f, _CsvFile) and spec.name in f.vars:
+        if n == 0 and isinstance(f, CsvText) and spec.name in f.vars:
             msg += f'; {f.path} has a column "{spec.name}", but a CSV column cannot give a scalar'
             break
     return DataError(msg)
@@ -808,10 +810,15 @@ def _check_set(name: str, text: str, by_name: dict[str, DataSpec]) -> DataSpec:
 
 
 def load_data(
-    specs: list[DataSpec], paths: list[str], sets: dict[str, str] | None = None
+    specs: list[DataSpec],
+    paths: list[str],
+    sets: dict[str, str] | None = None,
+    opened: list | None = None,
 ) -> dict[str, np.ndarray]:
     """Load every declared data variable from ``paths`` (CSV/JSON) and ``sets`` (``--set``).
 
+    ``opened``: files already read (:func:`open_data_file`, or a chunk of a streamed CSV), used
+    instead of reading ``paths`` again; ``paths`` then only name them in messages.
     Returns name -> array of exactly the declared shape (0-d for scalars), int64 for "int"
     and float64 for "real".  Raises DataError with a printable message for any problem.
     """
@@ -820,7 +827,7 @@ def load_data(
             raise ValueError(f"DataSpec {s.name}: elem must be 'int' or 'real', not {s.elem!r}")
     by_name = {s.name: s for s in specs}
     set_specs = {name: _check_set(name, text, by_name) for name, text in (sets or {}).items()}
-    files = [_open(p) for p in paths]
+    files = [open_data_file(p) for p in paths] if opened is None else list(opened)
 
     users: dict[str, list[tuple[DataSpec, int]]] = {}
     for s in specs:

@@ -12,12 +12,15 @@ from ppl import ast
 from ppl.checker import CheckedProgram, check, decl_type
 from ppl.compiler import CompiledModel
 from ppl.data import DataSpec, load_data
-from ppl.errors import FitError, ModelError
+from ppl.errors import DataError, FitError, ModelError
 from ppl.evaluator import Evaluator
 from ppl.inference.advi import fit_advi
 from ppl.inference.refine import polish
 from ppl.inference.result import VIResult
 from ppl.parser import parse_file
+
+#: Under minibatches the ELBO is estimated on a fixed sample of this many rows (or 2 B).
+ELBO_ROWS = 10_000
 
 METHODS = {
     "auto": "sgvb",
@@ -100,6 +103,32 @@ def build(
     return CompiledModel(checked, data, seed)
 
 
+def build_streamed(
+    model_path: str,
+    data_paths: list[str],
+    sets: dict[str, str] | None = None,
+    seed: int = 0,
+    *,
+    chunk_rows: int = 20000,
+    keep: int = ELBO_ROWS,
+):
+    """The model on a uniform sample of `keep` rows of the one CSV in `data_paths`, and the
+    stream (ppl.data_stream) that reads that file a chunk at a time for --stream."""
+    from ppl.data_stream import CsvStream
+
+    checked = load_model(model_path)
+    csvs = [p for p in data_paths if p.lower().endswith(".csv")]
+    if len(csvs) != 1:
+        raise DataError(
+            f"--stream reads the rows from one CSV file; {len(csvs)} were given"
+            + (f" ({', '.join(csvs)})" if csvs else "")
+        )
+    others = [p for p in data_paths if p != csvs[0]]
+    stream = CsvStream(csvs[0], data_specs(checked), others, sets or {}, chunk_rows)
+    sample = stream.scan(keep, np.random.default_rng([seed, 1]))
+    return CompiledModel(checked, sample, seed), stream
+
+
 @dataclass
 class FitResult:
     model: CompiledModel
@@ -111,6 +140,7 @@ class FitResult:
     families: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     refinement: dict | None = None
+    elbo_rows: tuple[int, int] | None = None  # (rows, of N) when the ELBO is on a sample of rows
 
 
 FAMILY_NAMES = {
@@ -202,11 +232,15 @@ def fit(
     rank: str | None = None,
     dof: float | None = None,
     schedule: str | None = None,
+    stream=None,
     progress: Callable[[int, float | None], None] | None = None,
+    monitor: Callable[[int, np.ndarray], None] | None = None,
 ) -> FitResult:
     """Fit the model's latents with the chosen method; return constrained posterior draws.
 
-    `rank` (full | diag), `dof` (a Student-t standard distribution) and `schedule` are DSVI's.
+    `rank` (full | diag), `dof` (a Student-t standard distribution) and `schedule` are DSVI's;
+    so is `stream` (from build_streamed: minibatches from a file read in chunks). `monitor` sees
+    q's unconstrained mean at every ELBO evaluation (ADVI and DSVI).
     """
     if method not in METHODS:
         raise ModelError(f"unknown method '{method}'; choose one of {', '.join(METHODS)}")
@@ -229,6 +263,9 @@ def fit(
         raise ModelError("the model has only hyperparameters; declare its latents in parameters")
     if batch is not None and method not in ("bbvi", "dsvi"):
         raise ModelError("--batch (data subsampling) works with --method bbvi or dsvi only")
+    if stream is not None and (method != "dsvi" or batch is None):
+        raise ModelError("--stream draws minibatches from the file: use it with --method dsvi "
+                         "and --batch B")  # fmt: skip
     dsvi_options = {"rank": rank, "dof": dof, "schedule": schedule}
     given = [f"--{k.replace('dof', 'student-t')}" for k, v in dsvi_options.items() if v is not None]
     if given and method != "dsvi":
@@ -238,7 +275,7 @@ def fit(
     start = time.perf_counter()
     rng = np.random.default_rng(seed)
     init = model.random_init(rng)
-    refine_info = None
+    refine_info = elbo_rows = None
     if vi_method == "bbvi":
         vi = _fit_bbvi(
             model, chosen, init, rng, max_iter=iterations, tol_rel_obj=tol_rel_obj,
@@ -247,17 +284,29 @@ def fit(
         )  # fmt: skip
     elif vi_method == "dsvi":
         from ppl.inference.dsvi import closed_forms, fit_dsvi
-        from ppl.inference.subsample import Batches, SubsampledLogJoint
+        from ppl.inference.subsample import (
+            Batches,
+            StreamBatches,
+            SubsampledLogJoint,
+            sample_log_joint,
+        )
 
         kwargs = {} if grad_samples is None else {"grad_samples": grad_samples}
-        minibatch = None if batch is None else SubsampledLogJoint(Batches(model, batch, rng))
+        log_joint, minibatch = model.log_joint, None
+        if batch is not None:
+            batches = (Batches(model, batch, rng) if stream is None
+                       else StreamBatches(model, batch, rng, stream))  # fmt: skip
+            minibatch = SubsampledLogJoint(batches)
+            log_joint, used = sample_log_joint(model, batches, max(ELBO_ROWS, 2 * batch), rng)
+            if used < batches.N:
+                elbo_rows = (used, batches.N)
         vi = fit_dsvi(
-            model.log_joint, model.dim, rank=rank or "full", dof=dof,
+            log_joint, model.dim, rank=rank or "full", dof=dof,
             schedule=schedule or "adaptive", eta=eta, grad_log_joint=minibatch,
             point=[i for lat in hyper for i in range(lat.offset, lat.offset + lat.size)],
             closed=closed_forms(model),
             max_iter=iterations, tol_rel_obj=tol_rel_obj, elbo_samples=elbo_samples, init=init,
-            seed=int(rng.integers(2**31)), progress=progress, **kwargs,
+            seed=int(rng.integers(2**31)), progress=progress, monitor=monitor, **kwargs,
         )  # fmt: skip
     elif binary:
         vi = _fit_mixed(
@@ -285,6 +334,7 @@ def fit(
             init=init,
             seed=int(rng.integers(2**31)),
             progress=progress,
+            monitor=monitor,
             **kwargs,
         )
         if vi_method == "sgvb":
@@ -305,7 +355,16 @@ def fit(
                   for lat in model.latents}  # fmt: skip
     labels = {lat.name: family_of(lat, vi_method, chosen[lat.name]) for lat in model.latents}
     return FitResult(
-        model, vi_method, vi, values, seed, seconds, labels, list(vi.warnings), refine_info
+        model,
+        vi_method,
+        vi,
+        values,
+        seed,
+        seconds,
+        labels,
+        list(vi.warnings),
+        refine_info,
+        elbo_rows,
     )
 
 

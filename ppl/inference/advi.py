@@ -315,6 +315,7 @@ def fit_advi(
     backoff: bool = True,
     schedule: Callable[[int], Any] = StanStepSize,
     grad_log_joint: LogJoint | None = None,
+    monitor: Callable[[int, np.ndarray], None] | None = None,
 ) -> VIResult:
     """Fit a Gaussian q to exp(log_joint) in the unconstrained space by stochastic gradient ascent.
 
@@ -325,7 +326,8 @@ def fit_advi(
     ``progress(iteration, elbo_or_None)`` is called after every main-loop iteration.
     ``method`` may also be a family object (DSVI's, ppl.inference.dsvi), ``schedule(size)`` makes
     the step rule (``direction(grad)``, scaled by eta), and ``grad_log_joint`` replaces
-    ``log_joint`` in the gradients only (a minibatch estimate; ELBOs use the full ``log_joint``).
+    ``log_joint`` in the gradients only (a minibatch estimate; ELBOs use ``log_joint``).
+    ``monitor(iteration, mean)`` sees q's mean at every ELBO evaluation (benchmarks trace it).
     Raises ``FitError`` when no finite approximation can be found; never returns NaN.
     """
     start = time.perf_counter()
@@ -454,6 +456,8 @@ def fit_advi(
                         f"MAY BE DIVERGING... INSPECT ELBO: at iteration {k} the mean / median "
                         f"relative ELBO change was {rel_mean:.3g} / {rel_med:.3g} (> 0.5)."
                     )
+            if monitor is not None:
+                monitor(k, family.mean_scale(cand)[0])
         if progress is not None:
             progress(k, elbo_k)
         if converged:

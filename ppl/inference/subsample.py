@@ -31,7 +31,8 @@ from ppl.ir import build_graph
 class Batches:
     """The batch model and the map from its coordinates to the full model's."""
 
-    def __init__(self, model, batch: int, rng: np.random.Generator):
+    def __init__(self, model, batch: int, rng: np.random.Generator, rows: int | None = None):
+        """`rows`: the number of data rows, when `model` holds only a sample of them (--stream)."""
         self.model = model
         self.graph = build_graph(model.checked, model)
         firsts = Counter(n.dims[0] for n in self.graph.of_kind("data") if n.dims)
@@ -43,7 +44,7 @@ class Batches:
             raise ModelError(
                 f"--batch: the data's leading dimension '{self.rows_name}' is not a data integer"
             )
-        self.N, self.B = int(N), int(batch)
+        self.N, self.B = int(N if rows is None else rows), int(batch)
         if not 0 < self.B < self.N:
             raise ModelError(f"--batch {batch}: must be between 1 and {self.N - 1} (the rows)")
         self.sliced = [
@@ -55,6 +56,7 @@ class Batches:
             n.name for n in self.graph.of_kind("latent") if n.dims and n.dims[0] == self.rows_name
         }
         self.rng = rng
+        self.pool = model.data  # the data the rows are drawn from
         self.batch_model = copy.copy(model)
         self.set_rows(np.arange(self.B))
         self.batch_model.latents = self.batch_model._layout()
@@ -68,7 +70,7 @@ class Batches:
         data = dict(self.model.data)
         data[self.rows_name] = self.B
         for name in self.sliced:
-            data[name] = np.asarray(self.model.data[name])[rows]
+            data[name] = np.asarray(self.pool[name])[rows]
         self.batch_model.data = data
         columns = []
         for lat in self.model.latents:
@@ -79,7 +81,8 @@ class Batches:
         self.columns = np.concatenate(columns) if columns else np.zeros(0, dtype=int)
 
     def draw_rows(self) -> np.ndarray:
-        return np.sort(self.rng.choice(self.N, self.B, replace=False))
+        n = len(self.pool[self.sliced[0]])
+        return np.sort(self.rng.choice(n, self.B, replace=self.B > n))
 
     def row_keys(self) -> set[int]:
         """ids of the statements and log-Jacobians that are per-row terms."""
@@ -217,3 +220,79 @@ class SubsampledLogJoint:
         b = self.batches
         b.set_rows(b.draw_rows())
         return b.batch_model.log_joint_scaled(zeta, self.scales)
+
+
+class StreamBatches(Batches):
+    """Minibatches from a CSV read one chunk at a time (--stream). Every pass over the file visits
+    the chunks in a fresh random order and draws from a chunk of n rows n / B batches
+    (stochastically rounded), so every row is used once per pass in expectation and the gradient
+    stays unbiased for the full-data one. `model` holds the stream's uniform sample of rows."""
+
+    def __init__(self, model, batch: int, rng: np.random.Generator, stream):
+        super().__init__(model, batch, rng, rows=stream.rows)
+        if self.rows_name != stream.rows_name:
+            raise ModelError(
+                f"--stream: the file's rows are '{stream.rows_name}' but most data is indexed "
+                f"by '{self.rows_name}'"
+            )
+        self.stream = stream
+        self.order: list[int] = []
+        self.left = 0
+        self._check_row_wise()
+
+    def _check_row_wise(self) -> None:
+        """Transformed data is computed chunk by chunk, so it must act row by row: computed on
+        the first half of the sample it must equal the first half of it computed on the whole."""
+        model, data = self.model, self.model.data
+        names = [n for n in model.checked.names_in("transformed_data") if n in data]
+        m = int(data[self.rows_name])
+        if not names or m < 2:
+            return
+        h = m // 2
+        raw = {k: v for k, v in data.items() if k not in names}
+        half = {k: (np.asarray(v)[:h] if k in self.sliced else v) for k, v in raw.items()}
+        half[self.rows_name] = np.array(h)
+        half_data = type(model)(model.checked, half).data
+        for name in names:
+            whole, part = np.asarray(data[name]), np.asarray(half_data[name])
+            if name in self.sliced:
+                whole = whole[:h]
+            if whole.shape != part.shape or not np.allclose(whole, part, rtol=1e-9, equal_nan=True):
+                raise ModelError(
+                    f"--stream: transformed data '{name}' depends on the rows together (a sum, "
+                    "a mean, a sort ...), but the file is read one chunk at a time; compute it "
+                    "beforehand, or in transformed parameters or the model block"
+                )
+
+    def draw_rows(self) -> np.ndarray:
+        while self.left == 0:
+            if not self.order:
+                self.order = list(self.rng.permutation(len(self.stream.chunks)))
+            chunk = self.stream.chunks[self.order.pop()]
+            steps = chunk.rows / self.B
+            self.left = int(steps) + int(self.rng.random() < steps % 1)
+            if self.left:
+                values = self.stream.read(chunk)
+                self.pool = type(self.model)(self.model.checked, values).data
+        self.left -= 1
+        return super().draw_rows()
+
+
+def sample_log_joint(model, batches: Batches, keep: int, rng: np.random.Generator):
+    """The log joint on a fixed uniform sample of `keep` rows with per-row statements weighted
+    N / keep: the ELBO under minibatches is estimated on it, at the cost of `keep` rows instead of
+    N. Fixed rows (like the ELBO's fixed draws) make successive estimates comparable, so the
+    relative-change stopping rule sees the fit's progress rather than the sample's noise.
+    Returns (log_joint, rows used)."""
+    if isinstance(batches, StreamBatches):
+        sample, m = model, int(model.data[batches.rows_name])
+    elif batches.N <= keep:
+        return model.log_joint, batches.N
+    else:
+        fixed = Batches(model, keep, rng)
+        fixed.set_rows(fixed.draw_rows())
+        sample, m = fixed.batch_model, keep
+    if m == batches.N:
+        return sample.log_joint, m
+    scales = dict.fromkeys(batches.row_keys(), batches.N / m)
+    return (lambda zeta: sample.log_joint_scaled(zeta, scales)), m
