@@ -238,6 +238,7 @@ class StreamBatches(Batches):
         self.stream = stream
         self.order: list[int] = []
         self.left = 0
+        self.current = None  # the chunk in self.pool
         self._check_row_wise()
 
     def _check_row_wise(self) -> None:
@@ -271,9 +272,10 @@ class StreamBatches(Batches):
             chunk = self.stream.chunks[self.order.pop()]
             steps = chunk.rows / self.B
             self.left = int(steps) + int(self.rng.random() < steps % 1)
-            if self.left:
+            if self.left and chunk is not self.current:
                 values = self.stream.read(chunk)
                 self.pool = type(self.model)(self.model.checked, values).data
+                self.current = chunk
         self.left -= 1
         return super().draw_rows()
 

@@ -1,0 +1,227 @@
+"""DSVI minibatches on large data: time to a good fit and peak memory, in memory and --stream.
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/scale.py [--sizes 1e4 1e5 1e6] [--batch 500]
+        [--chunk-rows 20000] [--workdir /tmp/ppl-scale]
+
+Logistic regression, D = 20 (models/logistic_regression/fixed_prior.model), N rows generated
+from known weights and written to a CSV in --workdir (kept for reruns), plus 10000 held-out
+rows. The full-data optimum is the held-out log-likelihood of the full-data MAP (Newton's
+method). Every fit runs in a fresh process, as `ppl fit ... --method dsvi --batch 500 [--stream]`
+would, so that its peak resident memory (ru_maxrss) is its own; it reports the seconds until q's
+mean first gives a held-out log-likelihood within 1% of the optimum (checked at every ELBO
+evaluation, i.e. every 100 iterations; the check's own time is not counted), the seconds to read
+the data, and the whole fit under the default stopping rule. Peak memory is the process's VmHWM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+MODEL = ROOT / "models" / "logistic_regression" / "fixed_prior.model"
+D = 20
+TEST_ROWS = 10_000
+
+
+def true_weights() -> tuple[float, np.ndarray]:
+    rng = np.random.default_rng(20)
+    return 0.3, rng.normal(0.0, 0.5, D)
+
+
+def rows(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    alpha, beta = true_weights()
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, D))
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-(alpha + X @ beta)))).astype(np.int64)
+    return X, y
+
+
+def write_csv(path: Path, n: int) -> None:
+    """In blocks, so that even N = 10^6 does not need the whole text in memory."""
+    header = ",".join([f"X.{j + 1}" for j in range(D)] + ["y"])
+    tmp = path.with_suffix(".part")
+    with open(tmp, "w") as f:
+        f.write(header + "\n")
+        for start in range(0, n, 100_000):
+            X, y = rows(min(100_000, n - start), seed=start + 1)
+            np.savetxt(f, np.column_stack([X, y]), fmt=["%.5f"] * D + ["%d"], delimiter=",")
+    tmp.replace(path)
+
+
+def read_back(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    data = np.loadtxt(path, delimiter=",", skiprows=1)
+    return data[:, :D], data[:, D].astype(np.int64)
+
+
+def held_out_log_lik(alpha: float, beta: np.ndarray, X: np.ndarray, y: np.ndarray) -> float:
+    eta = alpha + X @ beta
+    return float(np.sum(y * eta - np.logaddexp(0.0, eta)))
+
+
+def map_estimate(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The full-data posterior mode under the model's priors (alpha ~ N(0, 5), beta ~ N(0, 1))."""
+    A = np.column_stack([np.ones(len(y)), X])
+    prior_precision = np.r_[1 / 25.0, np.ones(D)]
+    w = np.zeros(D + 1)
+    for _ in range(50):
+        p = 1.0 / (1.0 + np.exp(-(A @ w)))
+        grad = A.T @ (y - p) - prior_precision * w
+        hess = (A * (p * (1 - p))[:, None]).T @ A + np.diag(prior_precision)
+        step = np.linalg.solve(hess, grad)
+        w += step
+        if np.max(np.abs(step)) < 1e-10:
+            break
+    return w
+
+
+def peak_mib() -> float:
+    """This process's peak resident memory. VmHWM (Linux) counts only since exec; ru_maxrss also
+    counts the parent's memory at fork, which would charge the parent's MAP fit to the child."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def child(args) -> None:
+    from ppl.pipeline import ELBO_ROWS, build, build_streamed, fit
+
+    test = np.load(args.test)
+    X_test, y_test = test["X"], test["y"]
+    start = time.perf_counter()
+    if args.mode == "stream":
+        model, stream = build_streamed(
+            str(MODEL), [args.csv], chunk_rows=args.chunk_rows, keep=max(ELBO_ROWS, 2 * args.batch)
+        )
+    else:
+        model, stream = build(str(MODEL), [args.csv]), None
+    load_seconds = time.perf_counter() - start
+    offsets = {lat.name: lat.offset for lat in model.latents}
+    trace, overhead = [], 0.0
+    fit_start = time.perf_counter()
+
+    def monitor(k, mean):
+        nonlocal overhead
+        t0 = time.perf_counter()
+        beta = mean[offsets["beta"] : offsets["beta"] + D]
+        ll = held_out_log_lik(mean[offsets["alpha"]], beta, X_test, y_test)
+        trace.append((t0 - fit_start - overhead, k, ll))
+        overhead += time.perf_counter() - t0
+
+    batch = None if args.mode == "full" else args.batch
+    result = fit(
+        model, "dsvi", batch=batch, stream=stream, seed=args.seed, draws=100, monitor=monitor
+    )
+    fit_seconds = time.perf_counter() - fit_start - overhead
+    mean = result.vi.mean
+    final = held_out_log_lik(
+        mean[offsets["alpha"]], mean[offsets["beta"] : offsets["beta"] + D], X_test, y_test
+    )
+    within = [(t, k) for t, k, ll in trace if abs(ll - args.optimum) <= 0.01 * abs(args.optimum)]
+    peak = peak_mib()
+    print(
+        json.dumps(
+            {
+                "load_seconds": load_seconds,
+                "seconds_to_1pct": within[0][0] if within else None,
+                "iterations_to_1pct": within[0][1] if within else None,
+                "fit_seconds": fit_seconds,
+                "iterations": result.vi.iterations,
+                "converged": result.vi.converged,
+                "final_gap_pct": 100.0 * (args.optimum - final) / abs(args.optimum),
+                "peak_mib": peak,
+                "chunks": len(stream.chunks) if stream is not None else None,
+            }
+        )
+    )
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=float, nargs="+", default=[1e4, 1e5, 1e6])
+    ap.add_argument("--batch", type=int, default=500)
+    ap.add_argument("--chunk-rows", type=int, default=20000)
+    ap.add_argument("--modes", nargs="+", default=["batch", "stream"],
+                    choices=["full", "batch", "stream"])  # fmt: skip
+    ap.add_argument("--workdir", default="/tmp/ppl-scale")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--mode", help=argparse.SUPPRESS)
+    ap.add_argument("--csv", help=argparse.SUPPRESS)
+    ap.add_argument("--test", help=argparse.SUPPRESS)
+    ap.add_argument("--optimum", type=float, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        child(args)
+        return 0
+
+    work = Path(args.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    test_path = work / "test.npz"
+    if not test_path.exists():
+        X_test, y_test = rows(TEST_ROWS, seed=0)
+        np.savez(test_path, X=X_test, y=y_test)
+    test = np.load(test_path)
+    print(f"logistic regression, D = {D}, --batch {args.batch}, --chunk-rows {args.chunk_rows}; "
+          f"held-out log-likelihood on {TEST_ROWS} rows")  # fmt: skip
+    header = (
+        f"{'N':>9} {'mode':>7} {'MB file':>8} {'read s':>7} {'s to 1%':>8} {'its':>6} "
+        f"{'fit s':>7} {'its':>6} {'gap %':>7} {'peak MiB':>9}"
+    )
+    print(header)
+    print("-" * len(header))
+    for n in (int(s) for s in args.sizes):
+        csv = work / f"rows_{n}.csv"
+        if not csv.exists():
+            write_csv(csv, n)
+        cache = work / f"optimum_{n}.json"
+        if cache.exists():
+            optimum = json.loads(cache.read_text())["held_out_log_lik"]
+        else:
+            w = map_estimate(*read_back(csv))
+            optimum = held_out_log_lik(w[0], w[1:], test["X"], test["y"])
+            cache.write_text(json.dumps({"held_out_log_lik": optimum, "map": w.tolist()}))
+        for mode in args.modes:
+            out = subprocess.run(
+                [sys.executable, __file__, "--child", "--mode", mode, "--csv", str(csv),
+                 "--test", str(test_path), "--optimum", repr(optimum), "--batch",
+                 str(args.batch), "--chunk-rows", str(args.chunk_rows), "--seed", str(args.seed)],
+                capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            if out.returncode != 0:
+                print(f"{n:>9} {mode:>7} failed: {out.stderr.strip().splitlines()[-1]}")
+                continue
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            to1 = "never" if r["seconds_to_1pct"] is None else f"{r['seconds_to_1pct']:.2f}"
+            its1 = "" if r["iterations_to_1pct"] is None else r["iterations_to_1pct"]
+            print(
+                f"{n:>9} {mode:>7} {csv.stat().st_size / 2**20:>8.1f} {r['load_seconds']:>7.2f} "
+                f"{to1:>8} {its1:>6} {r['fit_seconds']:>7.2f} {r['iterations']:>6} "
+                f"{r['final_gap_pct']:>7.3f} {r['peak_mib']:>9.0f}",
+                flush=True,
+            )
+    print(
+        "\noptimum: held-out log-likelihood at the full-data MAP; gap % = (optimum - held-out "
+        "log-lik at q's mean) / |optimum|; mode full = all rows every step (no --batch)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
