@@ -52,6 +52,10 @@ class CsvStream:
                     if not header:
                         raise DataError(f"{path}: the file is empty")
                 self.data_start = f.tell()
+        except FileNotFoundError:
+            raise DataError(f"{path}: data file not found") from None
+        except IsADirectoryError:
+            raise DataError(f"{path}: is a directory, not a data file") from None
         except OSError as e:
             raise DataError(f"{path}: cannot read the data file: {e.strerror or e}") from None
         self.header = self._decode(header, 1).rstrip("\r\n")

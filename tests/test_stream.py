@@ -81,6 +81,8 @@ def test_stream_needs_one_csv_and_checks_a_given_row_count(tmp_path):
     model_path, csv, _, _ = _write(tmp_path, n=50)
     with pytest.raises(DataError, match="one CSV"):
         build_streamed(model_path, [csv, csv])
+    with pytest.raises(DataError, match="missing.csv: data file not found"):
+        build_streamed(model_path, [str(tmp_path / "missing.csv")])
     with pytest.raises(DataError, match="has 50 rows"):
         build_streamed(model_path, [csv], sets={"N": "40"})
     model, stream = build_streamed(model_path, [csv], sets={"N": "50"}, chunk_rows=20, keep=10)
