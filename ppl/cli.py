@@ -79,6 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="under --method bbvi or dsvi, subsample B of the data rows per step (scaled by N/B)",
     )
     f.add_argument(
+        "--psis",
+        action="store_true",
+        help="importance-reweight the summaries with Pareto-smoothed weights when k-hat <= 0.7",
+    )
+    f.add_argument(
         "--stream",
         action="store_true",
         help="with --method dsvi --batch B, read the CSV a chunk at a time and draw the "
@@ -243,6 +248,7 @@ def _variational_parameters(result) -> dict:
 
 
 def cmd_fit(args) -> int:
+    from ppl.diagnostics import USABLE
     from ppl.output import write_outputs
     from ppl.pipeline import ELBO_ROWS, build, build_streamed, check_finite_result, fit
     from ppl.summary import format_table, summarise
@@ -323,10 +329,31 @@ def cmd_fit(args) -> int:
     if result.elbo_rows:
         on = f"; estimated on a fixed sample of {result.elbo_rows[0]} of {result.elbo_rows[1]} rows"
     print(f"ELBO: {vi.elbo:.6g} ({'converged' if vi.converged else 'NOT converged'}{on})")
+    diag = result.diagnostics
+    ended = ("the stopping rule (relative ELBO change < --tol-rel-obj)" if vi.converged
+             else f"the iteration cap (--iter {args.iter})")  # fmt: skip
+    print(f"ended by: {ended}")
+    mc = ""
+    if diag.get("elbo") is not None:
+        mc = f"; ELBO from these draws {diag['elbo']:.6g} +- {diag['elbo_mcse']:.2g} (MCSE)"
+    print(
+        f"PSIS k-hat: {diag['khat']:.2f} ({diag['verdict']}: <= 0.5 good, <= 0.7 usable, "
+        f"> 0.7 not reliable; {diag['draws']} draws{mc})"
+    )
+    log_weights = None
+    if args.psis:
+        if diag["khat"] <= USABLE and diag["log_weights"] is not None:
+            log_weights = diag["log_weights"]
+            print("summaries: importance-weighted (--psis)")
+        else:
+            result.warnings.append(
+                f"--psis: k-hat {diag['khat']:.2f} > {USABLE}, importance weights are not "
+                "reliable; the summaries are q's own"
+            )
     for name, fam in result.families.items():
         print(f"  q({name}): {fam}")
     print()
-    print(format_table(summarise(result.draws)))
+    print(format_table(summarise(result.draws, log_weights)))
     info = {
         "model": args.model,
         "data": list(args.data),
@@ -336,6 +363,8 @@ def cmd_fit(args) -> int:
         "gradient_evaluations": vi.grad_evals,
         "elbo": vi.elbo,
         "elbo_rows": result.elbo_rows,
+        "psis": {k: v for k, v in diag.items() if k != "log_weights"},
+        "psis_weighted_summaries": log_weights is not None,
         "converged": vi.converged,
         "seed": args.seed,
         "eta": vi.eta,
@@ -347,7 +376,7 @@ def cmd_fit(args) -> int:
         "variational_parameters": _variational_parameters(result),
     }
     if args.output:
-        files = write_outputs(args.output, result, info)
+        files = write_outputs(args.output, result, info, log_weights)
         print(f"\nwrote {', '.join(str(f) for f in files)}")
     if result.warnings:
         print("\nwarnings:", file=sys.stderr)

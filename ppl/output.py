@@ -50,16 +50,21 @@ def _json_safe(value):
     return value
 
 
-def write_outputs(directory: str, result, fit_info: dict) -> list[Path]:
-    """summary.csv, draws.csv, fit.json and elbo.csv under `directory`."""
+def write_outputs(
+    directory: str, result, fit_info: dict, log_weights: np.ndarray | None = None
+) -> list[Path]:
+    """summary.csv, draws.csv, fit.json and elbo.csv under `directory`; with `log_weights`
+    (--psis) the summary is importance-weighted and draws.csv gets a psis_log_weight column."""
     out = Path(directory)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise PplError(f"cannot create the output directory {directory}: {e}") from None
     names, matrix = flatten_draws(result.draws)
+    if log_weights is not None:
+        names, matrix = [*names, "psis_log_weight"], np.column_stack([matrix, log_weights])
     files = {
-        "summary.csv": _csv_text(SUMMARY_HEADER, summarise(result.draws)),
+        "summary.csv": _csv_text(SUMMARY_HEADER, summarise(result.draws, log_weights)),
         "draws.csv": _csv_text(names, matrix.tolist()),
         "fit.json": json.dumps(_json_safe(fit_info), indent=2, allow_nan=False) + "\n",
         "elbo.csv": _csv_text(["iteration", "elbo"], result.vi.elbo_trace),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -12,6 +13,7 @@ from ppl import ast
 from ppl.checker import CheckedProgram, check, decl_type
 from ppl.compiler import CompiledModel
 from ppl.data import DataSpec, load_data
+from ppl.diagnostics import USABLE, check_fit
 from ppl.errors import DataError, FitError, ModelError
 from ppl.evaluator import Evaluator
 from ppl.inference.advi import fit_advi
@@ -141,6 +143,7 @@ class FitResult:
     warnings: list[str] = field(default_factory=list)
     refinement: dict | None = None
     elbo_rows: tuple[int, int] | None = None  # (rows, of N) when the ELBO is on a sample of rows
+    diagnostics: dict = field(default_factory=dict)  # PSIS k-hat and more (ppl.diagnostics)
 
 
 FAMILY_NAMES = {
@@ -349,6 +352,17 @@ def fit(
         if np.issubdtype(arr.dtype, np.floating) and not np.all(np.isfinite(arr)):
             bad = int(np.sum(~np.isfinite(arr).reshape(arr.shape[0], -1).all(axis=1)))
             vi.warnings.append(f"{bad} of {draws} draws of '{name}' are not finite")
+    if vi_method != "dsvi" or batch is None:
+        log_joint = partial(model.log_joint, binary=bool(binary))
+    diagnostics = check_fit(log_joint, vi.log_q, zeta)
+    diagnostics["ended_by"] = "stopping rule" if vi.converged else "iteration cap"
+    if diagnostics["khat"] > USABLE:
+        vi.warnings.append(
+            f"PSIS k-hat = {diagnostics['khat']:.2f} > {USABLE}: the importance ratios "
+            "p / q of q's draws have heavy tails, so q is not a reliable approximation of the "
+            "posterior (Yao et al. 2018). Try a richer family (--method fullrank or dsvi), more "
+            "iterations or a smaller --tol-rel-obj, and compare."
+        )
     seconds = time.perf_counter() - start
     if vi_method == "dsvi":
         chosen = {lat.name: "point estimate (type-II ML)" if lat.hyper else f"{vi.label} (DSVI)"
@@ -365,6 +379,7 @@ def fit(
         list(vi.warnings),
         refine_info,
         elbo_rows,
+        diagnostics,
     )
 
 

@@ -34,10 +34,35 @@ def flatten_draws(draws: dict[str, np.ndarray]) -> tuple[list[str], np.ndarray]:
     return names, np.concatenate([c.astype(float) for c in columns], axis=1)
 
 
-def summarise(draws: dict[str, np.ndarray]) -> list[tuple[str, float, float, float, float, float]]:
+def _weighted_quantiles(matrix: np.ndarray, weights: np.ndarray, probs) -> np.ndarray:
+    """Per column, the smallest value whose weighted CDF reaches each probability."""
+    order = np.argsort(matrix, axis=0)
+    cdf = np.cumsum(weights[order], axis=0)
+    out = []
+    for p in probs:
+        first = np.argmax(cdf >= p * cdf[-1], axis=0)  # per column, a position in `order`
+        rows = np.take_along_axis(order, first[None, :], axis=0)[0]
+        out.append(matrix[rows, np.arange(matrix.shape[1])])
+    return np.array(out)
+
+
+def summarise(
+    draws: dict[str, np.ndarray], log_weights: np.ndarray | None = None
+) -> list[tuple[str, float, float, float, float, float]]:
+    """Mean, sd and quantiles of every scalar; importance-weighted when `log_weights` (PSIS)."""
     names, matrix = flatten_draws(draws)
     if not names:
         return []
+    if log_weights is not None:
+        w = np.exp(log_weights - np.max(log_weights))
+        w /= w.sum()
+        mean = w @ matrix
+        sd = np.sqrt(np.maximum(w @ (matrix - mean) ** 2, 0.0))
+        q5, q50, q95 = _weighted_quantiles(matrix, w, [0.05, 0.5, 0.95])
+        return [
+            (n, *map(float, row))
+            for n, row in zip(names, zip(mean, sd, q5, q50, q95, strict=True), strict=True)
+        ]
     mean = matrix.mean(axis=0)
     sd = matrix.std(axis=0, ddof=1) if matrix.shape[0] > 1 else np.zeros(len(names))
     q5, q50, q95 = np.quantile(matrix, [0.05, 0.5, 0.95], axis=0)

@@ -240,6 +240,9 @@ class BBVIResult:
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         return self.family.sample(self.theta, rng, n)
 
+    def log_q(self, zeta: np.ndarray) -> np.ndarray:
+        return self.family.log_q(self.theta, zeta)
+
 
 class LogJointTerms:
     """log p and the per-coordinate blanket sums for a batch of draws (the one model call)."""
@@ -307,6 +310,9 @@ class ScoreObjective:
 
     def sample(self, theta: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
         return self.family.sample(theta, rng, n)
+
+    def log_q(self, theta: np.ndarray, zeta: np.ndarray) -> np.ndarray:
+        return self.family.log_q(theta, zeta).sum(axis=1)
 
     def describe(self, theta: np.ndarray) -> dict[str, dict]:
         return self.family.describe(theta)

@@ -113,6 +113,11 @@ class MixedObjective:
         cont, _ = self.continuous.draws(theta_c, rng.standard_normal((n, len(self.columns))))
         return np.asarray(self._assemble(np.asarray(cont), z))
 
+    def log_q(self, theta: np.ndarray, zeta: np.ndarray) -> np.ndarray:
+        theta_c, theta_b = theta[: self.n_c], theta[self.n_c :]
+        continuous = self.continuous.log_q(theta_c, zeta[:, self.columns])
+        return continuous + self.binary.log_q(theta_b, zeta).sum(axis=1)
+
     def describe(self, theta: np.ndarray) -> dict[str, dict]:
         out = self.continuous.describe(theta[: self.n_c])
         out.update(self.binary.describe(theta[self.n_c :]))

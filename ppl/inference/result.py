@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,6 +54,17 @@ class VIResult:
         """(n, D) independent draws from q."""
         eps = rng.standard_normal((n, self.dim))
         return self.mean + eps @ self.scale_tril.T
+
+    def log_q(self, zeta: np.ndarray) -> np.ndarray:
+        """log q(zeta) for the PSIS check; coordinates with zero scale (point estimates: DSVI's
+        hyperparameters) are conditioned on, as the log joint is."""
+        free = np.diag(self.scale_tril) != 0
+        if free.all():
+            return self.log_density(zeta)
+        fixed = dataclasses.replace(
+            self, mean=self.mean[free], scale_tril=self.scale_tril[np.ix_(free, free)]
+        )
+        return fixed.log_density(np.atleast_2d(zeta)[:, free])
 
     def log_density(self, zeta: np.ndarray) -> np.ndarray:
         """log q(zeta) for zeta of shape (n, D); needed for importance weights / PSIS."""

@@ -127,6 +127,20 @@ class MixedFamily:
         zeta, _ = self.draws(theta, rng.standard_normal((n, self.dim)))
         return np.asarray(zeta)
 
+    def log_q(self, theta: np.ndarray, zeta: np.ndarray) -> np.ndarray:
+        """(S,) log q(zeta) on the zeta scale (a gamma block's density of log x)."""
+        out = np.zeros(zeta.shape[0])
+        for b, p1, p2 in self._split(np.asarray(theta)):
+            z = zeta[:, b.offset : b.offset + b.size]
+            if b.family == "gaussian":
+                u = (z - p1) / np.exp(p2)
+                out += np.sum(-0.5 * u**2 - p2 - 0.5 * np.log(2 * np.pi), axis=1)
+            else:
+                a, rate = np.logaddexp(0.0, p1), np.logaddexp(0.0, p2)
+                # density of log x when x ~ Gamma(a, rate): a log rate - lgamma(a) + a z - rate e^z
+                out += np.sum(a * np.log(rate) - gammaln(a) + a * z - rate * np.exp(z), axis=1)
+        return out
+
     def describe(self, theta: np.ndarray) -> dict[str, dict]:
         """Per latent: the family and its fitted parameters (for fit.json)."""
         out = {}
@@ -172,6 +186,9 @@ class SGVBResult:
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         return self.family.sample(self.theta, rng, n)
+
+    def log_q(self, zeta: np.ndarray) -> np.ndarray:
+        return self.family.log_q(self.theta, zeta)
 
 
 def _mean_log_joint(log_joint: Callable, zeta):
@@ -389,17 +406,5 @@ def _elbo_terms(log_joint: Callable, family: MixedFamily, theta, eps: np.ndarray
     zeta = np.asarray(zeta)
     with np.errstate(all="ignore"):
         lp = np.asarray(log_joint(zeta), dtype=float)
-        log_q = np.zeros(len(zeta))
-        for b, p1, p2 in family._split(np.asarray(theta)):
-            cols = slice(b.offset, b.offset + b.size)
-            z = zeta[:, cols]
-            if b.family == "gaussian":
-                sd = np.exp(p2)
-                log_q += np.sum(
-                    -0.5 * ((z - p1) / sd) ** 2 - np.log(sd) - 0.5 * np.log(2 * np.pi), 1
-                )
-            else:
-                a, rate = np.logaddexp(0, p1), np.logaddexp(0, p2)
-                # density of log x when x ~ Gamma(a, rate): a log rate - lgamma(a) + a z - rate e^z
-                log_q += np.sum(a * np.log(rate) - gammaln(a) + a * z - rate * np.exp(z), axis=1)
+        log_q = family.log_q(theta, zeta)
     return np.where(np.isfinite(lp), lp - log_q, -np.inf)

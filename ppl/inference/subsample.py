@@ -195,6 +195,9 @@ class SubsampledScoreObjective:
     def sample(self, theta: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
         return self.family.sample(theta, rng, n)
 
+    def log_q(self, theta: np.ndarray, zeta: np.ndarray) -> np.ndarray:
+        return self.family.log_q(theta, zeta).sum(axis=1)
+
     def describe(self, theta: np.ndarray) -> dict[str, dict]:
         return self.family.describe(theta)
 
