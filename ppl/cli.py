@@ -180,7 +180,17 @@ def build_parser() -> argparse.ArgumentParser:
         "check", help="parse and check the model (and the data, if given) without fitting"
     )
     _add_common(c)
-    SUBCOMMANDS.update({"fit": f, "ir": r, "check": c})
+    pl = sub.add_parser(
+        "plot", help="PNGs of a fit's ELBO trace and marginals, from `ppl fit --output DIR`"
+    )
+    pl.add_argument("directory", metavar="DIR", help="the directory `ppl fit --output` wrote")
+    pl.add_argument(
+        "--reference",
+        metavar="FILE",
+        help="a reference posterior to draw over the marginals (posteriordb reference.json, "
+        "or a JSON file with 'mean' and 'sd' maps)",
+    )
+    SUBCOMMANDS.update({"fit": f, "ir": r, "check": c, "plot": pl})
     return parser
 
 
@@ -425,6 +435,14 @@ def cmd_check(args) -> int:
     return 0
 
 
+def cmd_plot(args) -> int:
+    from ppl.plots import plot_fit
+
+    for path in plot_fit(args.directory, args.reference):
+        print(f"wrote {path}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -437,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     try:
         _validate_options(args)
-        handler = {"fit": cmd_fit, "ir": cmd_ir, "check": cmd_check}[args.command]
+        handler = {"fit": cmd_fit, "ir": cmd_ir, "check": cmd_check, "plot": cmd_plot}[args.command]
         return handler(args)
     except PplError as e:
         print(f"error: {e}", file=sys.stderr)
