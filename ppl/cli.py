@@ -350,6 +350,8 @@ def cmd_fit(args) -> int:
         f"PSIS k-hat: {diag['khat']:.2f} ({diag['verdict']}: <= 0.5 good, <= 0.7 usable, "
         f"> 0.7 not reliable; {diag['draws']} draws{mc})"
     )
+    for note in result.notes:
+        print(f"note: {note}")
     log_weights = None
     if args.psis:
         if diag["khat"] <= USABLE and diag["log_weights"] is not None:
@@ -375,6 +377,7 @@ def cmd_fit(args) -> int:
         "elbo_rows": result.elbo_rows,
         "psis": {k: v for k, v in diag.items() if k != "log_weights"},
         "psis_weighted_summaries": log_weights is not None,
+        "notes": result.notes,
         "converged": vi.converged,
         "seed": args.seed,
         "eta": vi.eta,

@@ -14,7 +14,7 @@ from ppl.checker import CheckedProgram, check, decl_type
 from ppl.compiler import CompiledModel
 from ppl.data import DataSpec, load_data
 from ppl.diagnostics import USABLE, check_fit
-from ppl.errors import DataError, FitError, ModelError
+from ppl.errors import DataError, FitError, ModelError, PplError
 from ppl.evaluator import Evaluator
 from ppl.inference.advi import fit_advi
 from ppl.inference.refine import polish
@@ -23,6 +23,8 @@ from ppl.parser import parse_file
 
 #: Under minibatches the ELBO is estimated on a fixed sample of this many rows (or 2 B).
 ELBO_ROWS = 10_000
+#: `auto` tries a full-rank Gaussian when k-hat > 0.7 up to this many unconstrained parameters.
+FULL_RANK_MAX_DIM = 100
 
 METHODS = {
     "auto": "sgvb",
@@ -144,6 +146,7 @@ class FitResult:
     refinement: dict | None = None
     elbo_rows: tuple[int, int] | None = None  # (rows, of N) when the ELBO is on a sample of rows
     diagnostics: dict = field(default_factory=dict)  # PSIS k-hat and more (ppl.diagnostics)
+    notes: list[str] = field(default_factory=list)  # what `auto` decided, for the user
 
 
 FAMILY_NAMES = {
@@ -368,7 +371,7 @@ def fit(
         chosen = {lat.name: "point estimate (type-II ML)" if lat.hyper else f"{vi.label} (DSVI)"
                   for lat in model.latents}  # fmt: skip
     labels = {lat.name: family_of(lat, vi_method, chosen[lat.name]) for lat in model.latents}
-    return FitResult(
+    result = FitResult(
         model,
         vi_method,
         vi,
@@ -381,6 +384,50 @@ def fit(
         elbo_rows,
         diagnostics,
     )
+    if (
+        method == "auto"
+        and not binary
+        and not families
+        and model.dim <= FULL_RANK_MAX_DIM
+        and diagnostics["khat"] > USABLE
+    ):
+        return _full_rank_if_better(result, iterations=iterations, seed=seed, draws=draws,
+                                    tol_rel_obj=tol_rel_obj, eta=eta, grad_samples=grad_samples,
+                                    elbo_samples=elbo_samples, refine_draws=refine_draws,
+                                    progress=progress)  # fmt: skip
+    return result
+
+
+def _full_rank_if_better(first: FitResult, **options) -> FitResult:
+    """`auto`'s answer to a k-hat above 0.7: mean-field families miss the posterior's
+    correlations, so fit a full-rank Gaussian too and keep whichever has the higher ELBO (both
+    on the same unconstrained space, estimated on their 1000 output draws: comparable)."""
+    try:
+        second = fit(first.model, "fullrank", **options)
+    except PplError as e:
+        first.notes.append(
+            f"auto: PSIS k-hat {first.diagnostics['khat']:.2f} > {USABLE}; a full-rank Gaussian "
+            f"fit was tried too and failed ({str(e).splitlines()[0][:200]}); kept the first fit"
+        )
+        return first
+    mine, theirs = first.diagnostics.get("elbo"), second.diagnostics.get("elbo")
+    k1, k2 = first.diagnostics["khat"], second.diagnostics["khat"]
+    first_elbo = "non-finite" if mine is None else f"{mine:.6g}"
+    if theirs is not None and (mine is None or theirs > mine):
+        second.notes.append(
+            f"auto: the {first.method} fit had PSIS k-hat {k1:.2f} > {USABLE}, so a full-rank "
+            f"Gaussian was fitted too and kept: ELBO {theirs:.6g} vs {first_elbo}, k-hat {k2:.2f}"
+        )
+        second.seconds += first.seconds
+        return second
+    first.notes.append(
+        f"auto: a full-rank Gaussian was fitted too (PSIS k-hat {k1:.2f} > {USABLE}) but its "
+        f"ELBO was not higher ({'non-finite' if theirs is None else f'{theirs:.6g}'} vs "
+        f"{first_elbo}); "
+        "kept the first fit"
+    )
+    first.seconds += second.seconds
+    return first
 
 
 def _fit_sgvb(model, chosen, init, rng, *, polish_fit, optimizer, progress, **options):

@@ -112,3 +112,14 @@ def test_cli_reports_khat_and_psis_reweights(tmp_path):
     rc, out, err = run_main(["fit", *SCHOOLS, "--quiet", "--iter", "3", "--no-polish", "--psis"])
     assert rc == 0
     assert "ended by: the iteration cap (--iter 3)" in out
+
+
+def test_auto_turns_to_full_rank_when_khat_flags_mean_field():
+    """`auto` on the correlated Gaussian: its mean-field fit is flagged, so it fits a full-rank
+    Gaussian too and keeps it (higher ELBO: here the exact posterior, ELBO 0)."""
+    result = fit(_correlated(), "auto", seed=1)
+    assert result.method == "fullrank"
+    assert result.diagnostics["khat"] < 0.5
+    assert result.notes and "full-rank Gaussian was fitted too and kept" in result.notes[0]
+    uncorrelated = fit(_correlated(rho=0.0), "auto", seed=1)
+    assert uncorrelated.method != "fullrank" and not uncorrelated.notes
