@@ -102,14 +102,14 @@ def peak_mib() -> float:
 
 
 def child(args) -> None:
-    from ppl.pipeline import ELBO_ROWS, build, build_streamed, fit
+    from ppl.pipeline import build, build_streamed, elbo_sample_rows, fit
 
     test = np.load(args.test)
     X_test, y_test = test["X"], test["y"]
     start = time.perf_counter()
     if args.mode == "stream":
         model, stream = build_streamed(
-            str(MODEL), [args.csv], chunk_rows=args.chunk_rows, keep=max(ELBO_ROWS, 2 * args.batch)
+            str(MODEL), [args.csv], chunk_rows=args.chunk_rows, keep=elbo_sample_rows(args.batch)
         )
     else:
         model, stream = build(str(MODEL), [args.csv]), None

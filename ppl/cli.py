@@ -260,14 +260,14 @@ def _variational_parameters(result) -> dict:
 def cmd_fit(args) -> int:
     from ppl.diagnostics import USABLE
     from ppl.output import write_outputs
-    from ppl.pipeline import ELBO_ROWS, build, build_streamed, check_finite_result, fit
+    from ppl.pipeline import build, build_streamed, check_finite_result, elbo_sample_rows, fit
     from ppl.summary import format_table, summarise
 
     stream = None
     if args.stream:
         model, stream = build_streamed(
             args.model, args.data, _sets(args.set), seed=args.seed, chunk_rows=args.chunk_rows,
-            keep=max(ELBO_ROWS, 2 * args.batch),
+            keep=elbo_sample_rows(args.batch),
         )  # fmt: skip
     else:
         model = build(args.model, args.data, _sets(args.set), seed=args.seed)

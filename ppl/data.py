@@ -28,7 +28,7 @@ from ppl.errors import DataError, PplError
 Dim = int | str | Callable[[dict[str, np.ndarray]], int]
 Bound = None | float | Callable[[dict[str, np.ndarray]], "float | np.ndarray"]
 
-__all__ = ["Bound", "CsvText", "DataSpec", "Dim", "load_data", "open_data_file"]
+__all__ = ["Bound", "CsvText", "DataSpec", "Dim", "file_error", "load_data", "open_data_file"]
 
 _INT64_MAX = 2**63
 
@@ -119,16 +119,21 @@ def _shape_text(shape: tuple[int, ...]) -> str:
 # reading files
 
 
+def file_error(path: str, e: OSError) -> DataError:
+    """The message for a data file that cannot be opened or read."""
+    if isinstance(e, FileNotFoundError):
+        return DataError(f"{path}: data file not found")
+    if isinstance(e, IsADirectoryError):
+        return DataError(f"{path}: is a directory, not a data file")
+    return DataError(f"{path}: cannot read the data file: {e.strerror or e}")
+
+
 def _read_text(path: str) -> str:
     """Read a whole data file as UTF-8, turning every OS/decoding problem into a DataError."""
     try:
         raw = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise DataError(f"{path}: data file not found") from None
-    except IsADirectoryError:
-        raise DataError(f"{path}: is a directory, not a data file") from None
     except OSError as e:
-        raise DataError(f"{path}: cannot read the data file: {e.strerror or e}") from None
+        raise file_error(path, e) from None
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:

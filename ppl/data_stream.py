@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ppl.data import CsvText, DataSpec, load_data, open_data_file
+from ppl.data import CsvText, DataSpec, file_error, load_data, open_data_file
 from ppl.errors import DataError
 
 
@@ -52,12 +52,8 @@ class CsvStream:
                     if not header:
                         raise DataError(f"{path}: the file is empty")
                 self.data_start = f.tell()
-        except FileNotFoundError:
-            raise DataError(f"{path}: data file not found") from None
-        except IsADirectoryError:
-            raise DataError(f"{path}: is a directory, not a data file") from None
         except OSError as e:
-            raise DataError(f"{path}: cannot read the data file: {e.strerror or e}") from None
+            raise file_error(path, e) from None
         self.header = self._decode(header, 1).rstrip("\r\n")
         columns = CsvText(path, self.header).vars
         leading = Counter(

@@ -23,6 +23,13 @@ from ppl.parser import parse_file
 
 #: Under minibatches the ELBO is estimated on a fixed sample of this many rows (or 2 B).
 ELBO_ROWS = 10_000
+
+
+def elbo_sample_rows(batch: int) -> int:
+    """Rows in the fixed sample the ELBO is estimated on under `--batch batch`."""
+    return max(ELBO_ROWS, 2 * batch)
+
+
 #: `auto` tries a full-rank Gaussian when k-hat > 0.7 up to this many unconstrained parameters.
 FULL_RANK_MAX_DIM = 100
 
@@ -303,7 +310,7 @@ def fit(
             batches = (Batches(model, batch, rng) if stream is None
                        else StreamBatches(model, batch, rng, stream))  # fmt: skip
             minibatch = SubsampledLogJoint(batches)
-            log_joint, used = sample_log_joint(model, batches, max(ELBO_ROWS, 2 * batch), rng)
+            log_joint, used = sample_log_joint(model, batches, elbo_sample_rows(batch), rng)
             if used < batches.N:
                 elbo_rows = (used, batches.N)
         vi = fit_dsvi(
@@ -420,11 +427,10 @@ def _full_rank_if_better(first: FitResult, **options) -> FitResult:
         )
         second.seconds += first.seconds
         return second
+    second_elbo = "non-finite" if theirs is None else f"{theirs:.6g}"
     first.notes.append(
         f"auto: a full-rank Gaussian was fitted too (PSIS k-hat {k1:.2f} > {USABLE}) but its "
-        f"ELBO was not higher ({'non-finite' if theirs is None else f'{theirs:.6g}'} vs "
-        f"{first_elbo}); "
-        "kept the first fit"
+        f"ELBO was not higher ({second_elbo} vs {first_elbo}); kept the first fit"
     )
     first.seconds += second.seconds
     return first

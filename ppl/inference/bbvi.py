@@ -274,7 +274,22 @@ class LogJointTerms:
                 return total, None
 
 
-class ScoreObjective:
+class FamilyObjective:
+    """What an objective answers from its family alone: draws, log q and the description."""
+
+    family: ScoreFamily
+
+    def sample(self, theta: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
+        return self.family.sample(theta, rng, n)
+
+    def log_q(self, theta: np.ndarray, zeta: np.ndarray) -> np.ndarray:
+        return self.family.log_q(theta, zeta).sum(axis=1)
+
+    def describe(self, theta: np.ndarray) -> dict[str, dict]:
+        return self.family.describe(theta)
+
+
+class ScoreObjective(FamilyObjective):
     """The ELBO of a ScoreFamily with score-function gradients (every latent)."""
 
     def __init__(self, family: ScoreFamily, terms: LogJointTerms, estimator: str, draws: int):
@@ -307,15 +322,6 @@ class ScoreObjective:
         with np.errstate(invalid="ignore"):
             values = total - self.family.log_q(theta, zeta).sum(axis=1)
         return float(np.mean(values)) if np.all(np.isfinite(values)) else -np.inf
-
-    def sample(self, theta: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
-        return self.family.sample(theta, rng, n)
-
-    def log_q(self, theta: np.ndarray, zeta: np.ndarray) -> np.ndarray:
-        return self.family.log_q(theta, zeta).sum(axis=1)
-
-    def describe(self, theta: np.ndarray) -> dict[str, dict]:
-        return self.family.describe(theta)
 
 
 def fit_bbvi(

@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 import numpy as np
-from scipy.linalg import solve_triangular
 from scipy.special import gammaln, psi
 
 from ppl.errors import FitError
@@ -172,9 +171,7 @@ class DSVIResult(VIResult):
         return self.mean + base.sample(rng, n, self.dim) @ self.scale_tril.T
 
     def log_density(self, zeta: np.ndarray) -> np.ndarray:
-        zeta = np.atleast_2d(zeta)
-        z = solve_triangular(self.scale_tril, (zeta - self.mean).T, lower=True).T
-        logdet = np.sum(np.log(np.abs(np.diag(self.scale_tril))))
+        z, logdet = self.standardise(zeta)
         return (self.base or StandardDistribution()).log_density(z) - logdet
 
 

@@ -66,9 +66,13 @@ class VIResult:
         )
         return fixed.log_density(np.atleast_2d(zeta)[:, free])
 
-    def log_density(self, zeta: np.ndarray) -> np.ndarray:
-        """log q(zeta) for zeta of shape (n, D); needed for importance weights / PSIS."""
+    def standardise(self, zeta: np.ndarray) -> tuple[np.ndarray, float]:
+        """z with zeta = mean + scale_tril z, and log |det scale_tril|."""
         zeta = np.atleast_2d(zeta)
         z = solve_triangular(self.scale_tril, (zeta - self.mean).T, lower=True).T
-        logdet = np.sum(np.log(np.abs(np.diag(self.scale_tril))))
+        return z, float(np.sum(np.log(np.abs(np.diag(self.scale_tril)))))
+
+    def log_density(self, zeta: np.ndarray) -> np.ndarray:
+        """log q(zeta) for zeta of shape (n, D); needed for importance weights / PSIS."""
+        z, logdet = self.standardise(zeta)
         return -0.5 * np.sum(z**2, axis=1) - logdet - 0.5 * self.dim * np.log(2 * np.pi)

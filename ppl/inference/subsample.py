@@ -23,7 +23,7 @@ from collections import Counter
 import numpy as np
 
 from ppl.errors import ModelError
-from ppl.inference.bbvi import ScoreFamily, score_gradient
+from ppl.inference.bbvi import FamilyObjective, ScoreFamily, score_gradient
 from ppl.inference.blankets import find_blankets, stack_terms
 from ppl.ir import build_graph
 
@@ -103,7 +103,7 @@ class Batches:
         return keys
 
 
-class SubsampledScoreObjective:
+class SubsampledScoreObjective(FamilyObjective):
     """BBVI's ELBO with the log joint estimated from a batch of rows (module docstring)."""
 
     def __init__(
@@ -191,15 +191,6 @@ class SubsampledScoreObjective:
             values.append(lp - self.family.log_q(theta, zeta).sum(axis=1))
         values = np.concatenate(values)
         return float(np.mean(values)) if np.all(np.isfinite(values)) else -np.inf
-
-    def sample(self, theta: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
-        return self.family.sample(theta, rng, n)
-
-    def log_q(self, theta: np.ndarray, zeta: np.ndarray) -> np.ndarray:
-        return self.family.log_q(theta, zeta).sum(axis=1)
-
-    def describe(self, theta: np.ndarray) -> dict[str, dict]:
-        return self.family.describe(theta)
 
 
 class SubsampledLogJoint:
