@@ -387,7 +387,7 @@ HEADER = (f"{'method':<16}{'setup s':>9}{'fit s':>9}{'grad evals':>12}{'ELBO':>1
 def format_row(r: Row) -> str:
     line = (
         f"{r.method:<16}{_fmt(r.setup_seconds, '.2f', 9)}{_fmt(r.fit_seconds, '.2f', 9)}"
-        f"{_fmt(r.grad_evals, 'd', 12)}{_fmt(r.elbo, '.3f', 13)}{_fmt(r.max_err, '.3f', 9)}"
+        f"{_fmt(r.grad_evals, 'd', 12)}{_fmt(r.elbo, '.6g', 13)}{_fmt(r.max_err, '.3f', 9)}"
         f"{_fmt(r.median_err, '.3f', 9)}{_fmt(r.median_sd_ratio, '.3f', 10)}"
         f"{_fmt(r.khat, '.2f', 8)}"
     )
