@@ -4,7 +4,7 @@ q is a Gaussian, mean-field ``N(mu, diag(exp(omega))^2)`` or full-rank ``N(mu, L
 gradient is the reparameterisation ("elliptical standardisation") gradient plus the analytic entropy
 gradient, chained by hand from one vectorised gradient of the log joint (what Stan does, and
 cheaper than differentiating through q). Where this departs from Stan it is to answer what users of
-Stan/PyMC VI complain about in their issue trackers (docs/algorithms.md lists them):
+Stan/PyMC VI complain about in their issue trackers (docs/advi.md lists them):
 
 * several gradient draws per iteration (nearly free, ``log_joint`` is vectorised) and, by default,
   Polyak averaging of the last ``eval_elbo`` iterates, so the returned mean is far less noisy;
