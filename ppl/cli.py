@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -10,6 +11,7 @@ import time
 import numpy as np
 
 from ppl import __version__
+from ppl.checkpoint import Interrupted
 from ppl.errors import PplError
 
 
@@ -163,6 +165,48 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="skip the deterministic L-BFGS polish: stochastic optimisation only, as Stan",
     )
+    f.add_argument(
+        "--checkpoint",
+        metavar="PATH",
+        help="under --method advi, meanfield, fullrank or dsvi, save the fit's state to PATH "
+        "every --checkpoint-every iterations (written whole, then renamed) and when stopped by "
+        "Ctrl-C or SIGTERM",
+    )
+    f.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=100,
+        metavar="K",
+        help="iterations between checkpoints (default 100)",
+    )
+    f.add_argument(
+        "--resume",
+        metavar="PATH",
+        help="continue the fit saved in PATH (same model, data and options): the result is the "
+        "uninterrupted run's; checkpoints go on to PATH unless --checkpoint says otherwise",
+    )
+    f.add_argument(
+        "--engine",
+        default="embedded",
+        choices=["embedded", "dask"],
+        help="where the minibatch gradients are computed: this process (default) or the workers "
+        "of a Dask cluster, which hold the data files' partitions (needs pip install "
+        "'ppl[dask]'; with --method dsvi --batch B)",
+    )
+    f.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="under --engine dask, the scheduler of a running cluster (tcp://host:8786); "
+        "without it a local cluster is started for the fit and closed after it",
+    )
+    f.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="W",
+        help="under --engine dask without --scheduler, worker processes of the local cluster "
+        "(default: one per core)",
+    )
     f.add_argument("--quiet", action="store_true", help="no progress bar")
 
     r = sub.add_parser("ir", help="print the model's graph IR")
@@ -211,6 +255,19 @@ def _validate_options(args):
                            "and --batch B")  # fmt: skip
         if args.stream and args.chunk_rows < args.batch:
             raise PplError(f"--chunk-rows {args.chunk_rows} must be at least --batch {args.batch}")
+        if args.checkpoint_every < 1:
+            raise PplError("--checkpoint-every must be at least 1")
+        if args.engine == "dask":
+            if args.method != "dsvi" or args.batch is None:
+                raise PplError("--engine dask computes minibatch gradients on the workers: use "
+                               "it with --method dsvi and --batch B")  # fmt: skip
+            if args.stream:
+                raise PplError("--engine dask reads the files on the workers; leave out --stream")
+        elif args.scheduler or args.workers is not None:
+            raise PplError("--scheduler and --workers are options of --engine dask")
+        if args.workers is not None and (args.workers < 1 or args.scheduler):
+            raise PplError("--workers must be at least 1, and is for the local cluster only "
+                           "(not with --scheduler)")  # fmt: skip
 
 
 def _progress_bar(total: int, quiet: bool):
@@ -258,41 +315,91 @@ def _variational_parameters(result) -> dict:
 
 
 def cmd_fit(args) -> int:
+    with contextlib.ExitStack() as stack:  # a Dask cluster, when one is started, closes with it
+        return _fit_and_report(args, stack)
+
+
+def _checkpointer(args):
+    """--checkpoint / --resume: where to save, and the state to resume from (checked to belong
+    to this model, data and options)."""
+    from pathlib import Path
+
+    from ppl.checkpoint import Checkpointer, file_fingerprint, load, stop_on_signals
+
+    path = args.checkpoint or args.resume
+    if path is None:
+        return None, contextlib.nullcontext()
+    files = list(args.data)
+    if args.engine == "dask":
+        from ppl.distributed.partitions import expand
+
+        rows, others = expand(args.data)
+        files = rows + others
+    shaping = ("method", "batch", "seed", "tol_rel_obj", "eta", "grad_samples", "rank", "dof",
+               "schedule", "stream", "chunk_rows", "engine", "set", "family")  # fmt: skip
+    fingerprint = {"model": file_fingerprint(args.model)}
+    fingerprint["data"] = [(os.path.basename(f), file_fingerprint(f)) for f in files]
+    fingerprint.update({name: getattr(args, name) for name in shaping})
+    resume = load(Path(args.resume), fingerprint) if args.resume else None
+    checkpointer = Checkpointer(Path(path), args.checkpoint_every, fingerprint, resume)
+    return checkpointer, stop_on_signals(checkpointer)
+
+
+def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
     from ppl.diagnostics import USABLE
     from ppl.output import write_outputs
-    from ppl.pipeline import build, build_streamed, check_finite_result, elbo_sample_rows, fit
+    from ppl.pipeline import (
+        build,
+        build_distributed,
+        build_streamed,
+        check_finite_result,
+        elbo_sample_rows,
+        fit,
+    )
     from ppl.summary import format_table, summarise
 
-    stream = None
+    checkpointer, signals = _checkpointer(args)
+    stream = partitions = None
     if args.stream:
         model, stream = build_streamed(
             args.model, args.data, _sets(args.set), seed=args.seed, chunk_rows=args.chunk_rows,
+            keep=elbo_sample_rows(args.batch),
+        )  # fmt: skip
+    elif args.engine == "dask":
+        from ppl.distributed.cluster import connect
+
+        client = stack.enter_context(connect(args.scheduler, args.workers))
+        model, partitions = build_distributed(
+            args.model, args.data, _sets(args.set), args.seed, client,
             keep=elbo_sample_rows(args.batch),
         )  # fmt: skip
     else:
         model = build(args.model, args.data, _sets(args.set), seed=args.seed)
     progress, close = _progress_bar(args.iter, args.quiet or not sys.stderr.isatty())
     try:
-        result = fit(
-            model,
-            args.method,
-            iterations=args.iter,
-            seed=args.seed,
-            draws=args.draws,
-            tol_rel_obj=args.tol_rel_obj,
-            eta=args.eta,
-            grad_samples=args.grad_samples,
-            families=_sets(args.family),
-            optimizer=args.optimizer,
-            estimator=args.estimator,
-            batch=args.batch,
-            rank=args.rank,
-            dof=args.dof,
-            schedule=args.schedule,
-            stream=stream,
-            refine_draws=0 if args.no_polish else 64,
-            progress=progress,
-        )
+        with signals:
+            result = fit(
+                model,
+                args.method,
+                iterations=args.iter,
+                seed=args.seed,
+                draws=args.draws,
+                tol_rel_obj=args.tol_rel_obj,
+                eta=args.eta,
+                grad_samples=args.grad_samples,
+                families=_sets(args.family),
+                optimizer=args.optimizer,
+                estimator=args.estimator,
+                batch=args.batch,
+                rank=args.rank,
+                dof=args.dof,
+                schedule=args.schedule,
+                stream=stream,
+                refine_draws=0 if args.no_polish else 64,
+                progress=progress,
+                checkpoint=checkpointer,
+                partitions=partitions,
+            )
     finally:
         close()
     check_finite_result(result)
@@ -316,6 +423,10 @@ def cmd_fit(args) -> int:
         rows = f", minibatches of {args.batch} rows" if args.batch else ""
         if stream is not None:
             rows += f" from {len(stream.chunks)} chunks of up to {args.chunk_rows} rows"
+        if partitions is not None:
+            workers = len(partitions.client.scheduler_info()["workers"])
+            rows += (f" drawn on {workers} Dask worker{'s' if workers != 1 else ''} from "
+                     f"{len(partitions.files)} files, {partitions.rows} rows")  # fmt: skip
         how = (
             f"DSVI ({vi.label}, {vi.schedule} learning rates, eta {vi.eta:g}, "
             f"{vi.grad_samples} draws per step{rows})"
@@ -343,6 +454,9 @@ def cmd_fit(args) -> int:
     ended = ("the stopping rule (relative ELBO change < --tol-rel-obj)" if vi.converged
              else f"the iteration cap (--iter {args.iter})")  # fmt: skip
     print(f"ended by: {ended}")
+    if checkpointer is not None:
+        resumed = " (resumed from it)" if args.resume else ""
+        print(f"checkpoint: {checkpointer.path}, every {checkpointer.every} iterations{resumed}")
     mc = ""
     if diag.get("elbo") is not None:
         mc = f"; ELBO from these draws {diag['elbo']:.6g} +- {diag['elbo_mcse']:.2g} (MCSE)"
@@ -380,6 +494,7 @@ def cmd_fit(args) -> int:
         "notes": result.notes,
         "converged": vi.converged,
         "seed": args.seed,
+        "engine": args.engine,
         "eta": vi.eta,
         "grad_samples": vi.grad_samples,
         "draws": args.draws,
@@ -460,6 +575,9 @@ def main(argv: list[str] | None = None) -> int:
         _validate_options(args)
         handler = {"fit": cmd_fit, "ir": cmd_ir, "check": cmd_check, "plot": cmd_plot}[args.command]
         return handler(args)
+    except Interrupted as e:
+        print(f"\nstopped: {e}", file=sys.stderr)
+        return e.exit_code
     except PplError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.exit_code

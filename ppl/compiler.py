@@ -340,13 +340,22 @@ class CompiledModel:
         A minibatch of B of N rows gives an unbiased, differentiable estimate with the per-row
         statements weighted N / B (ppl.inference.subsample). Evaluated for all draws at once.
         """
+        return self._weighted(zeta, scales, rest=True)
+
+    def log_joint_part(self, zeta, weights: dict[int, float]):
+        """Only the statements whose ids are in `weights`, each times its weight: a partition's
+        per-row terms, which a Dask worker adds up (ppl.distributed). All draws at once."""
+        return self._weighted(zeta, weights, rest=False)
+
+    def _weighted(self, zeta, weights: dict[int, float], rest: bool):
+        """The weighted statements, plus (`rest`) everything else at weight 1."""
         S = fast_shape(zeta)[0]
         extra: list = []
 
         def record(statement, lp):
-            weight = scales.get(id(statement))
+            weight = weights.get(id(statement))
             if weight is not None:
-                extra.append((weight - 1.0) * lp)
+                extra.append((weight - 1.0) * lp if rest else weight * lp)
 
         while True:
             extra.clear()
@@ -359,7 +368,7 @@ class CompiledModel:
                 raise ModelError(
                     "--batch needs a model that can be evaluated for all draws at once"
                 ) from exc
-            total = _total(target, log_jac, S)
+            total = _total(target, log_jac, S) if rest else anp.zeros(S)
             for lp in extra:
                 total = total + lp
             return total

@@ -292,9 +292,11 @@ class CsvText:
     def column(self, col: int, want_int: bool) -> np.ndarray:
         """Column ``col`` as int64 (when asked and exact) or float64; vectorised when possible."""
         key = (col, want_int)
-        if key in self._cache:
-            return self._cache[key]
-        cells = self.cells[col :: self.ncol]
+        if key not in self._cache:
+            self._cache[key] = self._numbers(self.cells[col :: self.ncol], col, want_int)
+        return self._cache[key]
+
+    def _numbers(self, cells: list[str], col: int, want_int: bool) -> np.ndarray:
         out: np.ndarray | None = None
         for dtype in (np.int64, np.float64) if want_int else (np.float64,):
             try:
@@ -309,7 +311,6 @@ class CsvText:
                 if v is None:
                     raise self._cell_error(i, col, c)
                 out[i] = v
-        self._cache[key] = out
         return out
 
     def source_for(self, spec: DataSpec) -> _Source | None:

@@ -28,6 +28,21 @@ class Chunk:
     rows: int
 
 
+def row_variables(specs: list[DataSpec], columns, path: str, option: str) -> tuple[str, list[str]]:
+    """The size variable the file's rows count (the commonest first dimension of the data its
+    columns give) and the data variables indexed by it."""
+    leading = Counter(
+        s.dims[0] for s in specs if s.name in columns and s.dims and isinstance(s.dims[0], str)
+    )
+    if not leading:
+        raise DataError(
+            f"{option}: no column of {path} gives a data variable whose first dimension is a "
+            "size variable (like vector[N] y), so there are no rows to split"
+        )
+    rows_name = leading.most_common(1)[0][0]
+    return rows_name, [s.name for s in specs if s.dims and s.dims[0] == rows_name]
+
+
 class CsvStream:
     """One CSV file of rows, read in chunks, plus the other (small) data sources, read once."""
 
@@ -56,16 +71,7 @@ class CsvStream:
             raise file_error(path, e) from None
         self.header = self._decode(header, 1).rstrip("\r\n")
         columns = CsvText(path, self.header).vars
-        leading = Counter(
-            s.dims[0] for s in specs if s.name in columns and s.dims and isinstance(s.dims[0], str)
-        )
-        if not leading:
-            raise DataError(
-                f"--stream: no column of {path} gives a data variable whose first dimension is a "
-                "size variable (like vector[N] y), so there are no rows to stream"
-            )
-        self.rows_name = leading.most_common(1)[0][0]
-        self.row_vars = [s.name for s in specs if s.dims and s.dims[0] == self.rows_name]
+        self.rows_name, self.row_vars = row_variables(specs, columns, path, "--stream")
         self.given_rows = sets.get(self.rows_name)
         self.sets = {k: v for k, v in sets.items() if k != self.rows_name}
         self.chunks: list[Chunk] = []

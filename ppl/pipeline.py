@@ -33,6 +33,9 @@ def elbo_sample_rows(batch: int) -> int:
 #: `auto` tries a full-rank Gaussian when k-hat > 0.7 up to this many unconstrained parameters.
 FULL_RANK_MAX_DIM = 100
 
+#: The methods whose fit is one stochastic loop, so --checkpoint can save and resume it.
+CHECKPOINTED = ("advi", "meanfield", "fullrank", "dsvi")
+
 METHODS = {
     "auto": "sgvb",
     "advi": "meanfield",
@@ -138,6 +141,20 @@ def build_streamed(
     stream = CsvStream(csvs[0], data_specs(checked), others, sets or {}, chunk_rows)
     sample = stream.scan(keep, np.random.default_rng([seed, 1]))
     return CompiledModel(checked, sample, seed), stream
+
+
+def build_distributed(
+    model_path: str, data_paths: list[str], sets: dict[str, str] | None, seed: int, client, *,
+    keep: int = ELBO_ROWS,
+):  # fmt: skip
+    """The model on a uniform sample of `keep` rows of the CSV or Parquet files in `data_paths`
+    (globs), and the files' partitions on the Dask workers of `client` (ppl.distributed)."""
+    from ppl.distributed.partitions import read_partitions
+
+    checked = load_model(model_path)
+    data = read_partitions(client, checked, data_specs(checked), list(data_paths), sets or {})
+    sample = data.sample(keep, np.random.default_rng([seed, 1]))
+    return CompiledModel(checked, sample, seed), data
 
 
 @dataclass
@@ -248,12 +265,16 @@ def fit(
     stream=None,
     progress: Callable[[int, float | None], None] | None = None,
     monitor: Callable[[int, np.ndarray], None] | None = None,
+    checkpoint=None,
+    partitions=None,
 ) -> FitResult:
     """Fit the model's latents with the chosen method; return constrained posterior draws.
 
     `rank` (full | diag), `dof` (a Student-t standard distribution) and `schedule` are DSVI's;
     so is `stream` (from build_streamed: minibatches from a file read in chunks). `monitor` sees
-    q's unconstrained mean at every ELBO evaluation (ADVI and DSVI).
+    q's unconstrained mean at every ELBO evaluation (ADVI and DSVI). `checkpoint`
+    (ppl.checkpoint.Checkpointer) saves and resumes the fit loop of ADVI and DSVI.
+    `partitions` (from build_distributed): DSVI's minibatches drawn on Dask workers.
     """
     if method not in METHODS:
         raise ModelError(f"unknown method '{method}'; choose one of {', '.join(METHODS)}")
@@ -276,13 +297,18 @@ def fit(
         raise ModelError("the model has only hyperparameters; declare its latents in parameters")
     if batch is not None and method not in ("bbvi", "dsvi"):
         raise ModelError("--batch (data subsampling) works with --method bbvi or dsvi only")
-    if stream is not None and (method != "dsvi" or batch is None):
+    if (stream is not None or partitions is not None) and (method != "dsvi" or batch is None):
         raise ModelError("--stream draws minibatches from the file: use it with --method dsvi "
                          "and --batch B")  # fmt: skip
     dsvi_options = {"rank": rank, "dof": dof, "schedule": schedule}
     given = [f"--{k.replace('dof', 'student-t')}" for k, v in dsvi_options.items() if v is not None]
     if given and method != "dsvi":
         raise ModelError(f"{', '.join(given)}: DSVI's option(s); use them with --method dsvi")
+    if checkpoint is not None and method not in CHECKPOINTED:
+        raise ModelError(
+            f"--checkpoint/--resume: method '{method}' runs several stages; checkpoints work "
+            f"with --method {', '.join(CHECKPOINTED)} (one stochastic loop)"
+        )
     chosen = choose_families(model, method, families)
     vi_method = METHODS[method]
     start = time.perf_counter()
@@ -306,10 +332,20 @@ def fit(
 
         kwargs = {} if grad_samples is None else {"grad_samples": grad_samples}
         log_joint, minibatch = model.log_joint, None
-        if batch is not None:
+        if partitions is not None:
+            from ppl.distributed.gradient import DistributedLogJoint
+
+            batches = Batches(model, batch, rng, rows=partitions.rows)
+            minibatch = DistributedLogJoint(partitions, model, batch, int(rng.integers(2**63)))
+            if checkpoint is not None:
+                checkpoint.extras["minibatches"] = minibatch
+        elif batch is not None:
             batches = (Batches(model, batch, rng) if stream is None
                        else StreamBatches(model, batch, rng, stream))  # fmt: skip
             minibatch = SubsampledLogJoint(batches)
+            if checkpoint is not None:
+                checkpoint.extras["batches"] = batches
+        if batch is not None:
             log_joint, used = sample_log_joint(model, batches, elbo_sample_rows(batch), rng)
             if used < batches.N:
                 elbo_rows = (used, batches.N)
@@ -319,7 +355,8 @@ def fit(
             point=[i for lat in hyper for i in range(lat.offset, lat.offset + lat.size)],
             closed=closed_forms(model),
             max_iter=iterations, tol_rel_obj=tol_rel_obj, elbo_samples=elbo_samples, init=init,
-            seed=int(rng.integers(2**31)), progress=progress, monitor=monitor, **kwargs,
+            seed=int(rng.integers(2**31)), progress=progress, monitor=monitor,
+            checkpoint=checkpoint, **kwargs,
         )  # fmt: skip
     elif binary:
         vi = _fit_mixed(
@@ -348,6 +385,7 @@ def fit(
             seed=int(rng.integers(2**31)),
             progress=progress,
             monitor=monitor,
+            checkpoint=checkpoint,
             **kwargs,
         )
         if vi_method == "sgvb":

@@ -26,11 +26,13 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from autograd import make_vjp
 
+from ppl.checkpoint import Checkpointer
 from ppl.errors import FitError
 from ppl.inference.result import VIResult
 from ppl.inference.stepsize import ETA_GRID, StanStepSize
@@ -268,6 +270,39 @@ def _adapt_eta(
 # --------------------------------------------------------------------------------------------------
 
 
+@dataclass
+class _LoopState:
+    """Everything the main loop changes: what a checkpoint saves between two iterations."""
+
+    theta: np.ndarray
+    eta: float
+    eta0: float
+    steps: Any  # the step rule, with its gradient history
+    window_sum: np.ndarray  # Polyak averaging since the last ELBO evaluation
+    trace: list[tuple[int, float]]
+    last_elbo: float
+    cand: np.ndarray
+    cand_elbo: float
+    best: tuple[float, np.ndarray, int]
+    buffer: deque  # relative ELBO changes for the stopping rule
+    adapt_used: int = 0
+    trials: list[tuple[float, float]] = field(default_factory=list)
+    k: int = 0
+    window_n: int = 0
+    # Earlier iterates, newest last: each consecutive failure steps one further back (a single
+    # undo is not enough when q has drifted to where most draws already fail).
+    history: deque = field(default_factory=lambda: deque(maxlen=_MAX_CONSECUTIVE_FAILURES))
+    fails: int = 0
+    halvings: int = 0
+    elbo_fails: int = 0
+    failed_at: list[int] = field(default_factory=list)
+    diverging_warned: bool = False
+    converged: bool = False
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0  # spent before the last checkpoint
+    saved_at: int = -1
+
+
 def _relative_change(new: float, old: float) -> float:
     return abs(new - old) / max(abs(old), 1.0)
 
@@ -316,6 +351,7 @@ def fit_advi(
     schedule: Callable[[int], Any] = StanStepSize,
     grad_log_joint: LogJoint | None = None,
     monitor: Callable[[int, np.ndarray], None] | None = None,
+    checkpoint: Checkpointer | None = None,
 ) -> VIResult:
     """Fit a Gaussian q to exp(log_joint) in the unconstrained space by stochastic gradient ascent.
 
@@ -328,6 +364,8 @@ def fit_advi(
     the step rule (``direction(grad)``, scaled by eta), and ``grad_log_joint`` replaces
     ``log_joint`` in the gradients only (a minibatch estimate; ELBOs use ``log_joint``).
     ``monitor(iteration, mean)`` sees q's mean at every ELBO evaluation (benchmarks trace it).
+    ``checkpoint`` (ppl.checkpoint) saves the loop's state every ``checkpoint.every`` iterations
+    and on a stop request, and resumes from ``checkpoint.resume`` when that is set.
     Raises ``FitError`` when no finite approximation can be found; never returns NaN.
     """
     start = time.perf_counter()
@@ -344,130 +382,155 @@ def fit_advi(
     ev = _Evaluator(log_joint, family, family.noise(rng, elbo_samples), grad_log_joint)
     adapt_seed = int(rng.integers(2**63))  # drawn even when eta is given: same main-loop draws
     theta0 = family.initial(mu0)
-    warnings: list[str] = []
 
-    elbo0 = ev.elbo(theta0)
-    if not np.isfinite(elbo0):
-        at_init = ev.log_density(mu0[None, :])[0]
-        where = "finite" if np.isfinite(at_init) else f"{at_init} as well"
-        raise FitError(
-            f"ADVI cannot start: the log density is non-finite at all {elbo_samples} draws from "
-            f"the initial approximation N(init, I) in the unconstrained space (at the initial "
-            f"point itself it is {where}). " + _ADVICE
+    resumed = checkpoint.resume if checkpoint is not None else None
+    if resumed is not None:
+        state = resumed["state"]
+        s: _LoopState = state["loop"]
+        rng.bit_generator.state = state["rng"]
+        ev.grad_evals, ev.lp_evals, ev.draws, ev.dropped = state["counters"]
+        checkpoint.restore_extras(resumed["extras"])
+        start -= s.seconds
+    else:
+        elbo0 = ev.elbo(theta0)
+        if not np.isfinite(elbo0):
+            at_init = ev.log_density(mu0[None, :])[0]
+            where = "finite" if np.isfinite(at_init) else f"{at_init} as well"
+            raise FitError(
+                f"ADVI cannot start: the log density is non-finite at all {elbo_samples} draws "
+                f"from the initial approximation N(init, I) in the unconstrained space (at the "
+                f"initial point itself it is {where}). " + _ADVICE
+            )
+        adapt_used, trials = 0, []
+        if eta is None:
+            eta, adapt_used, trials = _adapt_eta(
+                ev, theta0, elbo0, adapt_iter, S, adapt_seed, schedule
+            )
+        s = _LoopState(
+            theta=theta0.copy(),
+            eta=float(eta),
+            eta0=float(eta),
+            steps=schedule(theta0.size),
+            window_sum=np.zeros_like(theta0),
+            trace=[(0, elbo0)],
+            last_elbo=elbo0,
+            cand=theta0,
+            cand_elbo=elbo0,
+            best=(elbo0, theta0, 0),
+            buffer=deque(maxlen=max(int(0.1 * max_iter / eval_elbo), 2)),
+            adapt_used=adapt_used,
+            trials=trials,
         )
 
-    adapt_used, trials = 0, []
-    if eta is None:
-        eta, adapt_used, trials = _adapt_eta(ev, theta0, elbo0, adapt_iter, S, adapt_seed, schedule)
-    eta0 = eta = float(eta)
+    def snapshot() -> dict:
+        s.seconds = time.perf_counter() - start
+        counters = (ev.grad_evals, ev.lp_evals, ev.draws, ev.dropped)
+        return {"loop": s, "rng": rng.bit_generator.state, "counters": counters}
 
-    theta = theta0.copy()
-    steps = schedule(theta.size)
-    # Earlier iterates, newest last: each consecutive failure steps one further back (a single
-    # undo is not enough when q has drifted to where most draws already fail).
-    history: deque[np.ndarray] = deque(maxlen=_MAX_CONSECUTIVE_FAILURES)
-    window_sum, window_n = np.zeros_like(theta), 0
-    trace: list[tuple[int, float]] = [(0, elbo0)]
-    last_elbo, cand, cand_elbo = elbo0, theta0, elbo0
-    best = (elbo0, theta0, 0)
-    buffer: deque[float] = deque(maxlen=max(int(0.1 * max_iter / eval_elbo), 2))
-    fails = halvings = elbo_fails = 0
-    failed_at: list[int] = []
-    diverging_warned = converged = False
-    k = 0
-    while k < max_iter:
-        grad = ev.grad(theta, family.noise(rng, S))
+    while s.k < max_iter:
+        if checkpoint is not None:
+            if checkpoint.stop_signal is not None:
+                checkpoint.save(snapshot())
+                raise checkpoint.interrupted(s.k)
+            if s.k % checkpoint.every == 0 and s.k != s.saved_at:
+                s.saved_at = s.k
+                checkpoint.save(snapshot())
+        grad = ev.grad(s.theta, family.noise(rng, S))
         if grad is None:
-            fails += 1
-            if fails > _MAX_CONSECUTIVE_FAILURES or halvings >= _MAX_HALVINGS:
+            s.fails += 1
+            if s.fails > _MAX_CONSECUTIVE_FAILURES or s.halvings >= _MAX_HALVINGS:
                 raise FitError(
-                    f"ADVI failed at iteration {k + 1}: the log density or its gradient was "
-                    f"non-finite at all {S} draws in {fails} consecutive attempts, after halving "
-                    f"the step size {halvings} times (eta {eta0:g} -> {eta:.3g}). The mean of q "
-                    f"was in [{theta[:dim].min():.3g}, {theta[:dim].max():.3g}] on the "
-                    "unconstrained scale. " + _ADVICE
+                    f"ADVI failed at iteration {s.k + 1}: the log density or its gradient was "
+                    f"non-finite at all {S} draws in {s.fails} consecutive attempts, after "
+                    f"halving the step size {s.halvings} times (eta {s.eta0:g} -> {s.eta:.3g}). "
+                    f"The mean of q was in [{s.theta[:dim].min():.3g}, "
+                    f"{s.theta[:dim].max():.3g}] on the unconstrained scale. " + _ADVICE
                 )
-            if history:
+            if s.history:
                 # Undo the last step(s) and carry on from there with half the step size.
-                eta /= 2.0
-                halvings += 1
-                failed_at.append(k)
-                restored = history.pop()
-                if window_n:
-                    window_sum += restored - theta
-                theta = restored
+                s.eta /= 2.0
+                s.halvings += 1
+                s.failed_at.append(s.k)
+                restored = s.history.pop()
+                if s.window_n:
+                    s.window_sum += restored - s.theta
+                s.theta = restored
             continue
-        fails = 0
-        direction = steps.direction(grad)
-        new = theta + eta * direction
-        while not np.all(np.isfinite(new)) and halvings < _MAX_HALVINGS:
-            eta /= 2.0  # overflow (e.g. exp(omega)): shrink this step until it is finite
-            halvings += 1
-            failed_at.append(k + 1)
-            new = theta + eta * direction
+        s.fails = 0
+        direction = s.steps.direction(grad)
+        new = s.theta + s.eta * direction
+        while not np.all(np.isfinite(new)) and s.halvings < _MAX_HALVINGS:
+            s.eta /= 2.0  # overflow (e.g. exp(omega)): shrink this step until it is finite
+            s.halvings += 1
+            s.failed_at.append(s.k + 1)
+            new = s.theta + s.eta * direction
         if not np.all(np.isfinite(new)):
             raise FitError(
-                f"ADVI failed at iteration {k + 1}: the variational parameters "
-                f"overflowed even with eta={eta:.3g}. " + _ADVICE
+                f"ADVI failed at iteration {s.k + 1}: the variational parameters "
+                f"overflowed even with eta={s.eta:.3g}. " + _ADVICE
             )
-        history.append(theta)
-        theta = new
-        k += 1
-        window_sum += theta
-        window_n += 1
+        s.history.append(s.theta)
+        s.theta = new
+        s.k += 1
+        k = s.k
+        s.window_sum += s.theta
+        s.window_n += 1
 
         elbo_k = None
         if k % eval_elbo == 0:
-            cand = window_sum / window_n if average else theta
-            window_sum, window_n = np.zeros_like(theta), 0
-            elbo_k = ev.elbo(cand)
+            s.cand = s.window_sum / s.window_n if average else s.theta
+            s.window_sum, s.window_n = np.zeros_like(s.theta), 0
+            elbo_k = ev.elbo(s.cand)
             if not np.isfinite(elbo_k) and average:
-                cand, elbo_k = theta, ev.elbo(theta)
+                s.cand, elbo_k = s.theta, ev.elbo(s.theta)
             if not np.isfinite(elbo_k):
-                elbo_fails += 1
-                if elbo_fails >= _MAX_ELBO_FAILURES:
+                s.elbo_fails += 1
+                if s.elbo_fails >= _MAX_ELBO_FAILURES:
                     raise FitError(
                         f"ADVI failed at iteration {k}: the ELBO estimate was "
-                        f"non-finite at {elbo_fails} evaluations in a row. " + _ADVICE
+                        f"non-finite at {s.elbo_fails} evaluations in a row. " + _ADVICE
                     )
-                warnings.append(f"The ELBO estimate at iteration {k} was non-finite and skipped.")
+                s.warnings.append(f"The ELBO estimate at iteration {k} was non-finite and skipped.")
                 elbo_k = None
             else:
-                elbo_fails = 0
+                s.elbo_fails = 0
                 if (
                     backoff
-                    and len(trace) > 1
-                    and _relative_change(elbo_k, last_elbo) > tol_rel_obj
-                    and elbo_k < last_elbo
+                    and len(s.trace) > 1
+                    and _relative_change(elbo_k, s.last_elbo) > tol_rel_obj
+                    and elbo_k < s.last_elbo
                 ):
-                    eta /= 2.0  # the iterates bounce instead of climbing: the step is too large
-                cand_elbo = elbo_k
-                trace.append((k, elbo_k))
-                buffer.append(_relative_change(elbo_k, last_elbo))
-                last_elbo = elbo_k
-                if elbo_k > best[0]:
-                    best = (elbo_k, cand, k)
-                rel_mean, rel_med = float(np.mean(buffer)), float(np.median(buffer))
-                if len(buffer) >= 2 and min(rel_mean, rel_med) < tol_rel_obj:
-                    converged = True
-                if k > 10 * eval_elbo and max(rel_mean, rel_med) > 0.5 and not diverging_warned:
-                    diverging_warned = True
-                    warnings.append(
+                    s.eta /= 2.0  # the iterates bounce instead of climbing: the step is too large
+                s.cand_elbo = elbo_k
+                s.trace.append((k, elbo_k))
+                s.buffer.append(_relative_change(elbo_k, s.last_elbo))
+                s.last_elbo = elbo_k
+                if elbo_k > s.best[0]:
+                    s.best = (elbo_k, s.cand, k)
+                rel_mean, rel_med = float(np.mean(s.buffer)), float(np.median(s.buffer))
+                if len(s.buffer) >= 2 and min(rel_mean, rel_med) < tol_rel_obj:
+                    s.converged = True
+                if k > 10 * eval_elbo and max(rel_mean, rel_med) > 0.5 and not s.diverging_warned:
+                    s.diverging_warned = True
+                    s.warnings.append(
                         f"MAY BE DIVERGING... INSPECT ELBO: at iteration {k} the mean / median "
                         f"relative ELBO change was {rel_mean:.3g} / {rel_med:.3g} (> 0.5)."
                     )
             if monitor is not None:
-                monitor(k, family.mean_scale(cand)[0])
+                monitor(k, family.mean_scale(s.cand)[0])
         if progress is not None:
             progress(k, elbo_k)
-        if converged:
+        if s.converged:
             break
 
-    if window_n:  # max_iter is not a multiple of eval_elbo: finish the partial window
-        cand = window_sum / window_n if average else theta
+    k, eta, eta0, halvings, failed_at = s.k, s.eta, s.eta0, s.halvings, s.failed_at
+    converged, warnings, best, trace = s.converged, s.warnings, s.best, s.trace
+    cand, cand_elbo = s.cand, s.cand_elbo
+    if s.window_n:  # max_iter is not a multiple of eval_elbo: finish the partial window
+        cand = s.window_sum / s.window_n if average else s.theta
         cand_elbo = ev.elbo(cand)
         if not np.isfinite(cand_elbo) and average:
-            cand, cand_elbo = theta, ev.elbo(theta)
+            cand, cand_elbo = s.theta, ev.elbo(s.theta)
         if np.isfinite(cand_elbo) and cand_elbo > best[0]:
             best = (cand_elbo, cand, k)
     final_theta, final_elbo = cand, cand_elbo
@@ -517,8 +580,8 @@ def fit_advi(
         seconds=time.perf_counter() - start,
         warnings=warnings,
         grad_samples=S,
-        adapt_iterations=adapt_used,
-        eta_trials=trials,
+        adapt_iterations=s.adapt_used,
+        eta_trials=s.trials,
         averaged=average,
         lp_evals=ev.lp_evals,
         dropped_draws=ev.dropped,

@@ -45,6 +45,7 @@ class Batches:
                 f"--batch: the data's leading dimension '{self.rows_name}' is not a data integer"
             )
         self.N, self.B = int(N if rows is None else rows), int(batch)
+        self.sampled = rows is not None  # `model` holds a sample of the rows
         if not 0 < self.B < self.N:
             raise ModelError(f"--batch {batch}: must be between 1 and {self.N - 1} (the rows)")
         self.sliced = [
@@ -83,6 +84,13 @@ class Batches:
     def draw_rows(self) -> np.ndarray:
         n = len(self.pool[self.sliced[0]])
         return np.sort(self.rng.choice(n, self.B, replace=self.B > n))
+
+    def get_state(self) -> dict:
+        """What a checkpoint keeps of the row sampler (ppl.checkpoint)."""
+        return {"rng": self.rng.bit_generator.state}
+
+    def set_state(self, state: dict) -> None:
+        self.rng.bit_generator.state = state["rng"]
 
     def row_keys(self) -> set[int]:
         """ids of the statements and log-Jacobians that are per-row terms."""
@@ -193,6 +201,16 @@ class SubsampledScoreObjective(FamilyObjective):
         return float(np.mean(values)) if np.all(np.isfinite(values)) else -np.inf
 
 
+def require_global(batches: Batches) -> None:
+    """Pathwise minibatch gradients step all of theta at once: no parameter may be per-row."""
+    if batches.local:
+        raise ModelError(
+            f"--batch: parameter(s) {', '.join(sorted(batches.local))} have one value per "
+            f"row ('{batches.rows_name}'); minibatches with this method need global "
+            "parameters only (--method bbvi subsamples local ones)"
+        )
+
+
 class SubsampledLogJoint:
     """A fresh minibatch of rows at every call, per-row statements weighted N / B: an unbiased,
     differentiable estimate of the log joint for pathwise gradients (DSVI's doubly stochastic
@@ -200,12 +218,7 @@ class SubsampledLogJoint:
     updated only when its row is drawn, which a pathwise step over all of theta does not do."""
 
     def __init__(self, batches: Batches):
-        if batches.local:
-            raise ModelError(
-                f"--batch: parameter(s) {', '.join(sorted(batches.local))} have one value per "
-                f"row ('{batches.rows_name}'); minibatches with this method need global "
-                "parameters only (--method bbvi subsamples local ones)"
-            )
+        require_global(batches)
         self.batches = batches
         weight = batches.N / batches.B
         self.scales = {key: weight for key in batches.row_keys()}
@@ -214,6 +227,32 @@ class SubsampledLogJoint:
         b = self.batches
         b.set_rows(b.draw_rows())
         return b.batch_model.log_joint_scaled(zeta, self.scales)
+
+
+def check_row_wise(batches: Batches, option: str, why: str) -> None:
+    """Transformed data computed part by part (a chunk, a partition) must act row by row:
+    computed on the first half of the sample it must equal the first half of it computed on the
+    whole."""
+    model, data = batches.model, batches.model.data
+    names = [n for n in model.checked.names_in("transformed_data") if n in data]
+    m = int(data[batches.rows_name])
+    if not names or m < 2:
+        return
+    h = m // 2
+    raw = {k: v for k, v in data.items() if k not in names}
+    half = {k: (np.asarray(v)[:h] if k in batches.sliced else v) for k, v in raw.items()}
+    half[batches.rows_name] = np.array(h)
+    half_data = type(model)(model.checked, half).data
+    for name in names:
+        whole, part = np.asarray(data[name]), np.asarray(half_data[name])
+        if name in batches.sliced:
+            whole = whole[:h]
+        if whole.shape != part.shape or not np.allclose(whole, part, rtol=1e-9, equal_nan=True):
+            raise ModelError(
+                f"{option}: transformed data '{name}' depends on the rows together (a sum, a "
+                f"mean, a sort ...), but {why}; compute it beforehand, or in transformed "
+                "parameters or the model block"
+            )
 
 
 class StreamBatches(Batches):
@@ -233,31 +272,7 @@ class StreamBatches(Batches):
         self.order: list[int] = []
         self.left = 0
         self.current = None  # the chunk in self.pool
-        self._check_row_wise()
-
-    def _check_row_wise(self) -> None:
-        """Transformed data is computed chunk by chunk, so it must act row by row: computed on
-        the first half of the sample it must equal the first half of it computed on the whole."""
-        model, data = self.model, self.model.data
-        names = [n for n in model.checked.names_in("transformed_data") if n in data]
-        m = int(data[self.rows_name])
-        if not names or m < 2:
-            return
-        h = m // 2
-        raw = {k: v for k, v in data.items() if k not in names}
-        half = {k: (np.asarray(v)[:h] if k in self.sliced else v) for k, v in raw.items()}
-        half[self.rows_name] = np.array(h)
-        half_data = type(model)(model.checked, half).data
-        for name in names:
-            whole, part = np.asarray(data[name]), np.asarray(half_data[name])
-            if name in self.sliced:
-                whole = whole[:h]
-            if whole.shape != part.shape or not np.allclose(whole, part, rtol=1e-9, equal_nan=True):
-                raise ModelError(
-                    f"--stream: transformed data '{name}' depends on the rows together (a sum, "
-                    "a mean, a sort ...), but the file is read one chunk at a time; compute it "
-                    "beforehand, or in transformed parameters or the model block"
-                )
+        check_row_wise(self, "--stream", "the file is read one chunk at a time")
 
     def draw_rows(self) -> np.ndarray:
         while self.left == 0:
@@ -273,6 +288,18 @@ class StreamBatches(Batches):
         self.left -= 1
         return super().draw_rows()
 
+    def get_state(self) -> dict:
+        current = None if self.current is None else self.stream.chunks.index(self.current)
+        return {**super().get_state(), "order": list(self.order), "left": self.left,
+                "current": current}  # fmt: skip
+
+    def set_state(self, state: dict) -> None:
+        super().set_state(state)
+        self.order, self.left = list(state["order"]), state["left"]
+        if state["current"] is not None:
+            self.current = self.stream.chunks[state["current"]]
+            self.pool = type(self.model)(self.model.checked, self.stream.read(self.current)).data
+
 
 def sample_log_joint(model, batches: Batches, keep: int, rng: np.random.Generator):
     """The log joint on a fixed uniform sample of `keep` rows with per-row statements weighted
@@ -280,7 +307,7 @@ def sample_log_joint(model, batches: Batches, keep: int, rng: np.random.Generato
     N. Fixed rows (like the ELBO's fixed draws) make successive estimates comparable, so the
     relative-change stopping rule sees the fit's progress rather than the sample's noise.
     Returns (log_joint, rows used)."""
-    if isinstance(batches, StreamBatches):
+    if batches.sampled:
         sample, m = model, int(model.data[batches.rows_name])
     elif batches.N <= keep:
         return model.log_joint, batches.N

@@ -1,0 +1,167 @@
+"""Checkpoints of a stochastic fit (``--checkpoint``, ``--resume``) and a clean stop on Ctrl-C or
+SIGTERM.
+
+A checkpoint is the fit loop's whole state between two iterations: the variational parameters,
+the step-size history, the random generators (the loop's and the minibatch sampler's), the ELBO
+trace and the counters. Restoring it and running on replays exactly the draws the uninterrupted
+run would have made, so the result is the same, bit for bit. It is pickled (a checkpoint is the
+user's own file, like a NumPy .npy with objects) to PATH.tmp and renamed over PATH: a crash while
+writing leaves the previous checkpoint whole. A fingerprint of the model, the data files and the
+options that shape the fit is stored with it and compared on resume.
+
+A first SIGINT or SIGTERM only asks the loop to stop: it finishes the iteration under way, writes
+a final checkpoint and raises ``Interrupted``; a second one stops at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from ppl.errors import PplError
+
+FORMAT = "ppl-checkpoint/1"
+#: Data files up to this size are fingerprinted by their content, larger ones by size and mtime.
+HASHED_BYTES = 64 * 2**20
+
+
+class CheckpointError(PplError):
+    """A checkpoint that cannot be read, or that belongs to another model, data or options."""
+
+
+class Interrupted(PplError):
+    """The fit stopped on a signal after writing its checkpoint: 128 + the signal's number."""
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.exit_code = 128 + signum
+
+
+class Stateful(Protocol):
+    """An object the loop draws from (a minibatch sampler) whose state must travel with it."""
+
+    def get_state(self) -> Any: ...
+
+    def set_state(self, state: Any) -> None: ...
+
+
+@dataclass
+class Checkpointer:
+    """Where and how often to checkpoint, what to resume from, and what else to save."""
+
+    path: Path
+    every: int = 100
+    fingerprint: dict = field(default_factory=dict)
+    resume: dict | None = None  # the payload read by load(): "state" (the loop's), "extras"
+    extras: dict[str, Stateful] = field(default_factory=dict)
+    stop_signal: int | None = None
+    written: int = 0
+
+    def save(self, state: dict) -> None:
+        payload = {
+            "format": FORMAT,
+            "fingerprint": self.fingerprint,
+            "state": state,
+            "extras": {name: obj.get_state() for name, obj in self.extras.items()},
+        }
+        write_atomic(self.path, pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
+        self.written += 1
+
+    def restore_extras(self, extras: dict) -> None:
+        for name, obj in self.extras.items():
+            if name not in extras:
+                raise CheckpointError(f"{self.path}: the checkpoint has no state for '{name}'")
+            obj.set_state(extras[name])
+
+    def interrupted(self, iteration: int) -> Interrupted:
+        name = signal.Signals(self.stop_signal).name
+        return Interrupted(
+            f"{name} at iteration {iteration}: wrote the checkpoint {self.path}; continue the "
+            f"fit with the same command and --resume {self.path}",
+            self.stop_signal,
+        )
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write then rename: readers see the old file or the new one, never a part."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot write the checkpoint ({e.strerror})") from None
+
+
+def load(path: Path, fingerprint: dict) -> dict:
+    """The checkpoint's payload, after checking that it belongs to this model, data and options."""
+    try:
+        with open(path, "rb") as f:
+            payload = pickle.load(f)
+    except FileNotFoundError:
+        raise CheckpointError(f"--resume {path}: no such checkpoint file") from None
+    except OSError as e:
+        raise CheckpointError(f"--resume {path}: cannot read it ({e.strerror})") from None
+    except (pickle.UnpicklingError, EOFError, AttributeError, ImportError, ValueError):
+        raise CheckpointError(f"--resume {path}: not a ppl checkpoint (or a damaged one)") from None
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise CheckpointError(f"--resume {path}: not a ppl checkpoint of format {FORMAT}")
+    theirs = payload["fingerprint"]
+    keys = sorted(set(theirs) | set(fingerprint))
+    differ = [k for k in keys if theirs.get(k) != fingerprint.get(k)]
+    if differ:
+        shown = "; ".join(
+            f"{k}: {theirs.get(k)!r} then, {fingerprint.get(k)!r} now" for k in differ
+        )
+        raise CheckpointError(
+            f"--resume {path}: the checkpoint was written by a fit with other inputs ({shown}); "
+            "resume with the same model, data and options"
+        )
+    return payload
+
+
+def file_fingerprint(path: str) -> str:
+    """Content hash for files up to HASHED_BYTES, else size and modification time."""
+    try:
+        st = os.stat(path)
+        if st.st_size > HASHED_BYTES:
+            return f"{st.st_size} bytes, mtime {st.st_mtime_ns}"
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(2**20), b""):
+                digest.update(block)
+        return digest.hexdigest()[:16]
+    except OSError:
+        return "unreadable"
+
+
+@contextmanager
+def stop_on_signals(checkpointer: Checkpointer) -> Iterator[None]:
+    """SIGINT/SIGTERM ask the fit to stop at the next iteration (it then writes a checkpoint); a
+    second signal raises KeyboardInterrupt at once. Only the main thread can install handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        if checkpointer.stop_signal is not None:
+            raise KeyboardInterrupt
+        checkpointer.stop_signal = signum
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)

@@ -1,0 +1,144 @@
+"""--checkpoint / --resume: a fit stopped by a signal writes its state, and resuming it gives the
+uninterrupted run's result bit for bit (ppl.checkpoint, the loop in ppl.inference.advi)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from ppl.checkpoint import Checkpointer, Interrupted, load, write_atomic
+from ppl.errors import ModelError
+from ppl.pipeline import build, build_streamed, fit
+from tests.test_cli import NONCENTERED, SCHOOLS_JSON, run_main
+from tests.test_stream import _write
+
+#: long enough (about 3 s) that a signal sent after the first checkpoint arrives mid-fit
+SLOW = ["--method", "dsvi", "--batch", "100", "--iter", "4000", "--tol-rel-obj", "1e-12", "--quiet"]
+
+
+def _ppl(*args, **kwargs):
+    return subprocess.Popen(
+        [sys.executable, "-m", "ppl.cli", "fit", *args], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, **kwargs,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_writes_a_checkpoint_and_resuming_gives_the_uninterrupted_fit(tmp_path, signum):
+    model, csv, _, _ = _write(tmp_path, n=5000)
+    whole = _ppl(model, csv, *SLOW, "--output", str(tmp_path / "whole"))
+    ckpt = tmp_path / "fit.ckpt"
+    stopped = _ppl(model, csv, *SLOW, "--output", str(tmp_path / "parts"), "--checkpoint",
+                   str(ckpt), "--checkpoint-every", "500")  # fmt: skip
+    deadline = time.monotonic() + 60
+    # the first checkpoint is written at iteration 0
+    while not ckpt.exists() and stopped.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stopped.send_signal(signum)
+    out, err = stopped.communicate(timeout=60)
+    assert stopped.returncode == 128 + signum, err
+    name = signal.Signals(signum).name
+    assert f"stopped: {name} at iteration" in err and f"--resume {ckpt}" in err
+    assert "Traceback" not in err and not (tmp_path / "parts").exists()
+    assert not (tmp_path / "fit.ckpt.tmp").exists()
+    at = pickle.loads(ckpt.read_bytes())["state"]["loop"].k
+    assert 0 < at < 4000
+
+    resumed = _ppl(model, csv, *SLOW, "--output", str(tmp_path / "parts"), "--resume", str(ckpt))
+    out, err = resumed.communicate(timeout=120)
+    assert resumed.returncode == 0, err
+    assert "(resumed from it)" in out
+    whole.communicate(timeout=120)
+    assert whole.returncode == 0
+    for name in ("summary.csv", "draws.csv", "elbo.csv"):
+        assert (tmp_path / "parts" / name).read_text() == (tmp_path / "whole" / name).read_text()
+    a = json.loads((tmp_path / "whole" / "fit.json").read_text())
+    b = json.loads((tmp_path / "parts" / "fit.json").read_text())
+    assert a["variational_parameters"] == b["variational_parameters"]
+    assert a["gradient_evaluations"] == b["gradient_evaluations"]
+
+
+def _interrupt_at(checkpointer, iteration):
+    def progress(k, elbo):
+        if k == iteration:
+            checkpointer.stop_signal = signal.SIGINT  # what the handler does on Ctrl-C
+
+    return progress
+
+
+def _stop_and_resume(tmp_path, make_model, method, at, **options):
+    whole = fit(make_model(), method, **options)
+    path = tmp_path / f"{method}.ckpt"
+    first = Checkpointer(path, every=37)
+    with pytest.raises(Interrupted):
+        fit(make_model(), method, checkpoint=first, progress=_interrupt_at(first, at), **options)
+    again = Checkpointer(path, every=37, resume=load(path, {}))
+    return whole, fit(make_model(), method, checkpoint=again, **options)
+
+
+@pytest.mark.parametrize("method", ["meanfield", "fullrank"])
+def test_advi_resumes_exactly_polish_included(tmp_path, method):
+    whole, resumed = _stop_and_resume(
+        tmp_path, lambda: build(NONCENTERED, [SCHOOLS_JSON]), method, 250, seed=3, tol_rel_obj=1e-4,
+        iterations=2000,
+    )  # fmt: skip
+    assert resumed.refinement == whole.refinement
+    np.testing.assert_array_equal(resumed.vi.mean, whole.vi.mean)
+    np.testing.assert_array_equal(resumed.vi.scale_tril, whole.vi.scale_tril)
+    assert resumed.vi.iterations == whole.vi.iterations and resumed.vi.warnings == whole.vi.warnings
+
+
+def test_stream_resumes_exactly_mid_pass(tmp_path):
+    """--stream's sampler state (chunk order, batches left, the chunk in memory) travels too."""
+    model_path, csv, _, _ = _write(tmp_path, n=900)
+    whole, resumed = _stop_and_resume(
+        tmp_path, lambda: build_streamed(model_path, [csv], chunk_rows=200, keep=100)[0], "dsvi",
+        130, seed=5, batch=50, iterations=400, tol_rel_obj=1e-9, draws=50,
+        stream=build_streamed(model_path, [csv], chunk_rows=200, keep=100)[1],
+    )  # fmt: skip
+    np.testing.assert_array_equal(resumed.vi.mean, whole.vi.mean)
+    np.testing.assert_array_equal(resumed.draws["a"], whole.draws["a"])
+
+
+def test_resume_refuses_another_fit_and_unreadable_files(tmp_path):
+    model, csv, _, _ = _write(tmp_path, n=300)
+    ckpt = tmp_path / "fit.ckpt"
+    base = ["fit", model, csv, "--method", "dsvi", "--iter", "300", "--quiet"]
+    assert run_main([*base, "--checkpoint", str(ckpt), "--seed", "1"])[0] == 0
+    assert ckpt.exists()
+    rc, _, err = run_main([*base, "--resume", str(ckpt), "--seed", "2"])
+    assert rc == 2 and "other inputs" in err and "seed: 1 then, 2 now" in err
+    (tmp_path / "junk").write_bytes(b"not a checkpoint")
+    rc, _, err = run_main([*base, "--resume", str(tmp_path / "junk")])
+    assert rc == 2 and "not a ppl checkpoint" in err
+    rc, _, err = run_main([*base, "--resume", str(tmp_path / "none")])
+    assert rc == 2 and "no such checkpoint file" in err
+
+
+def test_checkpoints_need_a_single_loop_method(tmp_path):
+    model, csv, _, _ = _write(tmp_path, n=100)
+    rc, _, err = run_main(["fit", model, csv, "--checkpoint", str(tmp_path / "c")])
+    assert rc == 2 and "method 'auto' runs several stages" in err
+    with pytest.raises(ModelError, match="checkpoints work with --method advi"):
+        fit(build(model, [csv]), "bbvi", checkpoint=Checkpointer(tmp_path / "c"))
+
+
+def test_write_atomic_leaves_the_old_file_when_the_write_fails(tmp_path, monkeypatch):
+    path = tmp_path / "state"
+    write_atomic(path, b"first")
+
+    def broken_fsync(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", broken_fsync)
+    with pytest.raises(Exception, match="No space left"):
+        write_atomic(path, b"second")
+    assert path.read_bytes() == b"first"

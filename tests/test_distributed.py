@@ -1,0 +1,171 @@
+"""--engine dask: DSVI's minibatch gradients on a LocalCluster of 2 worker processes (loopback
+only), compared with the single-process fit; a worker killed mid-fit; interrupt and resume."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("distributed")
+pd = pytest.importorskip("pandas")
+
+from ppl.checkpoint import Checkpointer, Interrupted, load  # noqa: E402
+from ppl.errors import DataError  # noqa: E402
+from ppl.pipeline import build, build_distributed, fit  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL = str(ROOT / "models" / "logistic_regression" / "fixed_prior.model")
+ROWS, FILES, K = 8000, 4, 3
+#: A fixed step size skips the 250-step adaptation: every step is a Dask round trip (~25 ms
+#: on 2 cores), and the comparison needs the same algorithm on both sides, not a tuned one.
+OPTIONS = dict(batch=400, iterations=400, tol_rel_obj=1e-9, eta=1.0, draws=10)
+
+
+def _rows(n: int, rng: np.random.Generator) -> pd.DataFrame:
+    X = rng.standard_normal((n, K))
+    p = 1.0 / (1.0 + np.exp(-(0.3 + X @ np.array([1.0, -0.5, 0.25]))))
+    y = (rng.random(n) < p).astype(np.int64)
+    return pd.DataFrame({"y": y, **{f"X.{j + 1}": X[:, j] for j in range(K)}})
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    """The same rows as 4 Parquet files and as one CSV file."""
+    root = tmp_path_factory.mktemp("rows")
+    rng = np.random.default_rng(3)
+    parts = [_rows(ROWS // FILES, rng) for _ in range(FILES)]
+    for i, part in enumerate(parts):
+        part.to_parquet(root / f"part-{i}.parquet", index=False)
+    pd.concat(parts).to_csv(root / "all.csv", index=False)
+    return root
+
+
+@pytest.fixture(scope="module")
+def client():
+    from ppl.distributed.cluster import connect
+
+    with connect(workers=2) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def distributed(client, dataset):
+    return build_distributed(MODEL, [str(dataset / "part-*.parquet")], {}, 1, client)
+
+
+@pytest.fixture(scope="module")
+def single_process(dataset):
+    """Single-process fits with 6 seeds: their mean, and the seed-to-seed sd of q's mean (the
+    Monte Carlo error of one fit)."""
+    means = []
+    for seed in range(6):
+        model = build(MODEL, [str(dataset / "all.csv")], seed=seed)
+        means.append(fit(model, "dsvi", seed=seed, **OPTIONS).vi.mean)
+    means = np.array(means)
+    return means.mean(axis=0), means.std(axis=0, ddof=1)
+
+
+def _within_mc_error(mean, single_process):
+    """|difference| < 4 sd of the difference of two independent fits (sd sqrt(2) x one's);
+    the averaged reference's own error is smaller still."""
+    center, sd = single_process
+    z = np.abs(mean - center) / (np.sqrt(2.0) * sd)
+    assert np.all(z < 4.0), f"differences in Monte Carlo sds: {np.round(z, 2)}"
+
+
+def test_two_workers_match_the_single_process_fit(distributed, single_process):
+    model, partitions = distributed
+    assert partitions.rows == ROWS and len(partitions.files) == FILES
+    result = fit(model, "dsvi", seed=1, partitions=partitions, **OPTIONS)
+    _within_mc_error(result.vi.mean, single_process)
+    # and the posterior, not just each other: the data's generating weights within 4 q sds
+    truth = np.array([0.3, 1.0, -0.5, 0.25])
+    assert np.all(np.abs(result.vi.mean - truth) < 4 * result.vi.sd + 0.05)
+
+
+def test_a_worker_killed_mid_fit_is_replaced_and_the_fit_goes_on(
+    client, distributed, single_process
+):
+    model, partitions = distributed
+    before = client.run(os.getpid)
+    killed = {}
+
+    def kill_one(iteration, elbo):
+        if iteration == 150 and not killed:
+            address, pid = sorted(before.items())[0]
+            os.kill(pid, signal.SIGKILL)
+            killed[address] = pid
+
+    result = fit(model, "dsvi", seed=2, partitions=partitions, progress=kill_one, **OPTIONS)
+    assert killed and result.vi.iterations == OPTIONS["iterations"]
+    _within_mc_error(result.vi.mean, single_process)
+    client.wait_for_workers(2, timeout=60)
+    after = client.run(os.getpid)
+    assert set(killed.values()).isdisjoint(after.values())  # the nanny started a new process
+
+
+def _fingerprint():
+    return {"test": "resume"}
+
+
+def test_interrupted_fit_resumes_to_the_uninterrupted_result(distributed, tmp_path):
+    model, partitions = distributed
+    whole = fit(model, "dsvi", seed=4, partitions=partitions, **OPTIONS)
+
+    path = tmp_path / "fit.ckpt"
+    first = Checkpointer(path, every=50, fingerprint=_fingerprint())
+
+    def interrupt(iteration, elbo):
+        if iteration == 130:
+            first.stop_signal = signal.SIGINT  # what the SIGINT handler does
+
+    with pytest.raises(Interrupted) as stopped:
+        fit(model, "dsvi", seed=4, partitions=partitions, progress=interrupt,
+            checkpoint=first, **OPTIONS)  # fmt: skip
+    assert stopped.value.exit_code == 130 and "iteration 130" in str(stopped.value)
+    assert path.exists() and not (tmp_path / "fit.ckpt.tmp").exists()
+
+    payload = load(path, _fingerprint())
+    assert payload["state"]["loop"].k == 130
+    again = Checkpointer(path, every=50, fingerprint=_fingerprint(), resume=payload)
+    resumed = fit(model, "dsvi", seed=4, partitions=partitions, checkpoint=again, **OPTIONS)
+    np.testing.assert_array_equal(resumed.vi.mean, whole.vi.mean)
+    np.testing.assert_array_equal(resumed.vi.scale_tril, whole.vi.scale_tril)
+    assert resumed.vi.elbo_trace == whole.vi.elbo_trace
+    for name in whole.draws:
+        np.testing.assert_array_equal(resumed.draws[name], whole.draws[name])
+
+
+def test_csv_partitions_give_the_parquet_partitions_data(client, dataset, tmp_path):
+    frames = [pd.read_parquet(dataset / f"part-{i}.parquet") for i in range(FILES)]
+    for i, frame in enumerate(frames):
+        frame.to_csv(tmp_path / f"part-{i}.csv", index=False)
+    a, pa = build_distributed(MODEL, [str(tmp_path / "part-*.csv")], {}, 1, client)
+    b, pb = build_distributed(MODEL, [str(dataset / "part-*.parquet")], {}, 1, client)
+    assert list(pa.lengths) == list(pb.lengths) == [ROWS // FILES] * FILES
+    for name in ("X", "y"):
+        np.testing.assert_allclose(a.data[name], b.data[name], rtol=1e-15)
+
+
+def test_bad_cell_in_a_partition_names_file_row_and_column(client, dataset, tmp_path):
+    frame = pd.read_parquet(dataset / "part-1.parquet")
+    frame.loc[41, "X.2"] = np.nan
+    frame.to_parquet(tmp_path / "part-1.parquet", index=False)
+    with pytest.raises(DataError, match=r'part-1\.parquet: row 42, column "X\.2": missing value'):
+        build_distributed(MODEL, [str(tmp_path / "*.parquet")], {}, 1, client)
+    text = pd.read_parquet(dataset / "part-0.parquet").astype(str)
+    text.loc[7, "y"] = "yes"
+    text.to_csv(tmp_path / "bad.csv", index=False)
+    with pytest.raises(DataError, match=r"bad\.csv: row 8, column \"y\": 'yes' is not a number"):
+        build_distributed(MODEL, [str(tmp_path / "bad.csv")], {}, 1, client)
+
+
+def test_given_row_count_is_checked_and_globs_must_match(client, dataset):
+    with pytest.raises(DataError, match=f"N = 10 was given, but the files have {ROWS} rows"):
+        build_distributed(MODEL, [str(dataset / "*.parquet")], {"N": "10"}, 1, client)
+    with pytest.raises(DataError, match="no file matches"):
+        build_distributed(MODEL, [str(dataset / "nothing-*.parquet")], {}, 1, client)
