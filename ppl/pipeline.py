@@ -412,6 +412,8 @@ def fit(
             "iterations or a smaller --tol-rel-obj, and compare."
         )
     seconds = time.perf_counter() - start
+    if checkpoint is not None and checkpoint.resume is not None:
+        seconds += checkpoint.resume["state"]["loop"].seconds  # before the interruption
     if vi_method == "dsvi":
         chosen = {lat.name: "point estimate (type-II ML)" if lat.hyper else f"{vi.label} (DSVI)"
                   for lat in model.latents}  # fmt: skip

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -169,3 +170,16 @@ def test_given_row_count_is_checked_and_globs_must_match(client, dataset):
         build_distributed(MODEL, [str(dataset / "*.parquet")], {"N": "10"}, 1, client)
     with pytest.raises(DataError, match="no file matches"):
         build_distributed(MODEL, [str(dataset / "nothing-*.parquet")], {}, 1, client)
+
+
+def test_engine_options_are_checked_before_any_cluster_starts(monkeypatch):
+    from tests.test_cli import run_main
+
+    rc, _, err = run_main(["fit", MODEL, "x.csv", "--engine", "dask", "--method", "dsvi"])
+    assert rc == 2 and "use it with --method dsvi and --batch B" in err
+    rc, _, err = run_main(["fit", MODEL, "x.csv", "--scheduler", "tcp://127.0.0.1:1"])
+    assert rc == 2 and "options of --engine dask" in err
+    monkeypatch.setitem(sys.modules, "distributed", None)  # as if Dask were not installed
+    rc, _, err = run_main(["fit", MODEL, "x.csv", "--engine", "dask", "--method", "dsvi",
+                           "--batch", "10"])  # fmt: skip
+    assert rc == 2 and "pip install 'ppl[dask]'" in err
