@@ -165,6 +165,14 @@ def test_bad_cell_in_a_partition_names_file_row_and_column(client, dataset, tmp_
         build_distributed(MODEL, [str(tmp_path / "bad.csv")], {}, 1, client)
 
 
+def test_files_of_rows_need_one_header(client, dataset, tmp_path):
+    pd.read_parquet(dataset / "part-0.parquet").to_csv(tmp_path / "a.csv", index=False)
+    narrow = pd.read_parquet(dataset / "part-1.parquet").drop(columns=["X.3"])
+    narrow.to_csv(tmp_path / "b.csv", index=False)
+    with pytest.raises(DataError, match=r"b\.csv: its columns \(y, X\.1, X\.2\) are not those"):
+        build_distributed(MODEL, [str(tmp_path / "*.csv")], {}, 1, client)
+
+
 def test_given_row_count_is_checked_and_globs_must_match(client, dataset):
     with pytest.raises(DataError, match=f"N = 10 was given, but the files have {ROWS} rows"):
         build_distributed(MODEL, [str(dataset / "*.parquet")], {"N": "10"}, 1, client)

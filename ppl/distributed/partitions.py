@@ -92,11 +92,21 @@ class FrameTable(CsvText):
         return out
 
 
-def to_model_data(frame, path: str, source: str, model_path: str, others: list, sets: dict):
-    """A partition as the model's data (declared and transformed), on the worker."""
+def to_model_data(
+    frame, path: str, source: str, model_path: str, others: list, sets: dict, first: tuple
+):  # fmt: skip
+    """A partition as the model's data (declared and transformed), on the worker. Its columns
+    must be the first file's (`first`: its path and columns), or sizes such as K could differ."""
     checked = program(source, model_path)
     from ppl.pipeline import data_specs
 
+    columns = [str(c).strip() for c in frame.columns]
+    if columns != list(first[1]):
+        raise DataError(
+            f"{path}: its columns ({', '.join(columns[:8])}{', ...' if len(columns) > 8 else ''})"
+            f" are not those of {first[0]} ({', '.join(first[1][:8])}"
+            f"{', ...' if len(first[1]) > 8 else ''}); every file of rows needs the same header"
+        )
     table = FrameTable(path, frame)
     paths = [path, *(o.path for o in others)]
     values = load_data(data_specs(checked), paths, sets, opened=[table, *others])
@@ -180,7 +190,10 @@ def read_partitions(
             frame = dd.read_parquet(files, split_row_groups=False, blocksize=None)
     except (OSError, ValueError) as e:
         raise DataError(f"{files[0]}: cannot read the data files: {e}") from None
-    columns = FrameTable(files[0], frame._meta).vars
+    import pandas as pd
+
+    header = [str(c).strip() for c in frame.columns]
+    columns = FrameTable(files[0], pd.DataFrame(columns=header)).vars
     rows_name, row_vars = row_variables(specs, columns, files[0], "--engine dask")
     given = sets.get(rows_name)
     sets = {k: v for k, v in sets.items() if k != rows_name}
@@ -193,7 +206,7 @@ def read_partitions(
     source, model_path = checked.program.source, checked.program.filename
     convert = dask.delayed(to_model_data, pure=True)
     parts = client.compute(
-        [convert(piece, path, source, model_path, others, sets)
+        [convert(piece, path, source, model_path, others, sets, (files[0], header))
          for piece, path in zip(pieces, files, strict=True)]
     )  # fmt: skip
     lengths = np.array(gather(client, client.map(_rows_in, parts, name=row_vars[0])))
