@@ -116,6 +116,8 @@ class DistributedLogJoint:
         holders = self.client.who_has(parts)
         groups: dict[str | None, list[int]] = {}
         for p, f in enumerate(parts):
+            if not self.counts[p]:  # a file with a header and no rows
+                continue
             where = holders.get(f.key) or (None,)
             groups.setdefault(where[0], []).append(p)
         futures = [
