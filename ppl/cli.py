@@ -345,6 +345,21 @@ def _checkpointer(args):
     return checkpointer, stop_on_signals(checkpointer)
 
 
+@contextlib.contextmanager
+def _pointing_to(checkpointer):
+    """A fit that fails after writing a checkpoint says where to resume from."""
+    try:
+        yield
+    except Interrupted:
+        raise
+    except PplError as e:
+        if checkpointer is None or not checkpointer.written:
+            raise
+        e.args = (f"{e}\nthe last checkpoint, {checkpointer.path}, is whole: continue the fit "
+                  f"with the same command and --resume {checkpointer.path}",)  # fmt: skip
+        raise
+
+
 def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
     from ppl.diagnostics import USABLE
     from ppl.output import write_outputs
@@ -377,7 +392,7 @@ def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
         model = build(args.model, args.data, _sets(args.set), seed=args.seed)
     progress, close = _progress_bar(args.iter, args.quiet or not sys.stderr.isatty())
     try:
-        with signals:
+        with signals, _pointing_to(checkpointer):
             result = fit(
                 model,
                 args.method,

@@ -32,6 +32,15 @@ def connect(scheduler: str | None = None, workers: int | None = None) -> Iterato
     the loopback interface, closed (with its workers) on exit."""
     Client, LocalCluster = require_dask()
     cluster = None
+    # a lost scheduler or worker is reported by the fit in one line; distributed's own logger
+    # would print its tracebacks first
+    names = [
+        "distributed",
+        *(n for n in logging.root.manager.loggerDict if n.startswith("distributed.")),
+    ]
+    levels = {name: logging.getLogger(name).level for name in names}
+    for name in names:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
         if scheduler:
             try:
@@ -54,6 +63,7 @@ def connect(scheduler: str | None = None, workers: int | None = None) -> Iterato
     except BaseException:
         if cluster is not None:
             cluster.close()
+        _restore(levels)
         raise
     try:
         yield client
@@ -61,3 +71,9 @@ def connect(scheduler: str | None = None, workers: int | None = None) -> Iterato
         client.close()
         if cluster is not None:
             cluster.close()
+        _restore(levels)
+
+
+def _restore(levels: dict[str, int]) -> None:
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
