@@ -153,6 +153,7 @@ def _child(args, stack) -> None:
     client = partitions = None
     if args.mode.startswith("dask"):
         from ppl.distributed.cluster import connect
+        from ppl.distributed.gradient import rows_per_partition
         from ppl.pipeline import build_distributed
 
         client = stack.enter_context(connect(workers=int(args.mode[4:])))
@@ -188,9 +189,7 @@ def _child(args, stack) -> None:
     fit_seconds = time.perf_counter() - fit_start - overhead
     steps = result.vi.iterations + result.vi.adapt_iterations
     if partitions is not None:
-        per_step = int(
-            np.maximum(1, np.rint(args.batch * partitions.lengths / partitions.rows)).sum()
-        )
+        per_step = int(rows_per_partition(partitions.lengths, args.batch).sum())
         worker_peak = max(client.run(peak_mib).values())
     else:
         per_step = batch or int(model.data["N"])

@@ -62,6 +62,12 @@ def partitions_step(
     return out
 
 
+def rows_per_partition(lengths: np.ndarray, batch: int) -> np.ndarray:
+    """b_p = max(1, round(B n_p / N)) rows of each partition per step (none of an empty one)."""
+    n = np.asarray(lengths)
+    return np.minimum(n, np.maximum(1, np.rint(batch * n / n.sum()))).astype(int)
+
+
 @primitive
 def _rows_part(zeta, engine):
     return engine.rows_log_lik(zeta)
@@ -77,8 +83,7 @@ class DistributedLogJoint:
     def __init__(self, data: PartitionedData, model, batch: int, seed: int):
         """`model`: the driver's model on a sample of the rows (PartitionedData.sample)."""
         self.data, self.client, self.seed = data, data.client, int(seed)
-        n = data.lengths
-        self.counts = np.minimum(n, np.maximum(1, np.rint(batch * n / n.sum()))).astype(int)
+        self.counts = rows_per_partition(data.lengths, batch)
         self.step = 0
         self.last_grad = None
         # the prior and log-Jacobian terms: the driver's model at one row, its row terms
@@ -96,10 +101,6 @@ class DistributedLogJoint:
         self.template = self.client.submit(
             WorkerModel, program_.source, program_.filename, few, data.rows, pure=False
         )
-
-    @property
-    def rows_per_step(self) -> int:
-        return int(self.counts.sum())
 
     def __call__(self, zeta):
         with np.errstate(all="ignore"):
