@@ -300,7 +300,7 @@ def _progress_bar(total: int, quiet: bool):
 def _variational_parameters(result) -> dict:
     """Per latent, q's parameters on the unconstrained scale (gamma: shape and rate of x)."""
     vi = result.vi
-    if result.method in ("sgvb", "bbvi", "mixed"):
+    if result.method in ("auto", "sgvb", "bbvi", "mixed"):
         return vi.family.describe(vi.theta)
     sd = vi.sd
     out = {}
@@ -420,7 +420,12 @@ def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
     check_finite_result(result)
     vi = result.vi
     print(f"model: {args.model}")
-    if result.method == "sgvb":
+    if result.method == "auto":
+        road = vi.polish or {}
+        sets = " -> ".join(str(r["draws"]) for r in road.get("rounds", []))
+        how = (f"auto (mode by L-BFGS in {road.get('mode_gradient_evaluations', 0)} gradients, "
+               f"then L-BFGS on the ELBO over fixed draws: {sets} draws)")  # fmt: skip
+    elif result.method == "sgvb":
         how = f"gamma SGVB ({vi.optimizer}, warm-started by mean-field ADVI)"
     elif result.method == "mixed":
         steps = "Stan's step sequence" if vi.optimizer == "stan" else vi.optimizer

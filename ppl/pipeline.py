@@ -364,6 +364,15 @@ def fit(
             grad_samples=grad_samples or 100, optimizer=optimizer or "stan", progress=progress,
         )  # fmt: skip
         vi_method = "mixed"
+    elif method == "auto" and optimizer is None and refine_draws > 0:
+        from ppl.inference.auto import fit_auto
+        from ppl.inference.sgvb import Block
+
+        blocks = [Block(lat.name, chosen[lat.name], lat.offset, lat.size)
+                  for lat in model.latents if lat.size]  # fmt: skip
+        vi = fit_auto(model.log_joint, blocks, model.dim, init, rng,
+                      seed=int(rng.integers(2**31)), progress=progress)  # fmt: skip
+        vi_method = "auto"
     elif "gamma" in chosen.values():
         vi, refine_info = _fit_sgvb(
             model, chosen, init, rng, max_iter=iterations, tol_rel_obj=tol_rel_obj,
@@ -394,14 +403,42 @@ def fit(
             vi, refine_info = polish(
                 model.log_joint, vi, init, draws=refine_draws, seed=int(rng.integers(2**31))
             )
+    seconds = time.perf_counter() - start
+    if checkpoint is not None and checkpoint.resume is not None:
+        seconds += checkpoint.resume["state"]["loop"].seconds  # before the interruption
+    if vi_method == "dsvi":
+        chosen = {lat.name: "point estimate (type-II ML)" if lat.hyper else f"{vi.label} (DSVI)"
+                  for lat in model.latents}  # fmt: skip
+    if vi_method != "dsvi" or batch is None:
+        log_joint = partial(model.log_joint, binary=bool(binary))
+    result = _result(model, vi, vi_method, chosen, log_joint, rng, draws=draws, seed=seed,
+                     seconds=seconds, refinement=refine_info, elbo_rows=elbo_rows)  # fmt: skip
+    if (
+        method == "auto"
+        and not binary
+        and not families
+        and model.dim <= FULL_RANK_MAX_DIM
+        and result.diagnostics["khat"] > USABLE
+    ):
+        if vi_method == "auto":
+            return _richer_if_better(result, log_joint, rng, seed=int(rng.integers(2**31)))
+        return _full_rank_if_better(result, iterations=iterations, seed=seed, draws=draws,
+                                    tol_rel_obj=tol_rel_obj, eta=eta, grad_samples=grad_samples,
+                                    elbo_samples=elbo_samples, refine_draws=refine_draws,
+                                    progress=progress)  # fmt: skip
+    return result
+
+
+def _result(model, vi, vi_method, chosen, log_joint, rng, *, draws, seed, seconds, refinement=None,
+            elbo_rows=None) -> FitResult:  # fmt: skip
+    """Draws from q, constrained; PSIS k-hat against `log_joint`; labels: the fit's result."""
+    start = time.perf_counter()
     zeta = vi.sample(rng, draws)
     values = model.constrained_draws(zeta, rng)
     for name, arr in values.items():
         if np.issubdtype(arr.dtype, np.floating) and not np.all(np.isfinite(arr)):
             bad = int(np.sum(~np.isfinite(arr).reshape(arr.shape[0], -1).all(axis=1)))
             vi.warnings.append(f"{bad} of {draws} draws of '{name}' are not finite")
-    if vi_method != "dsvi" or batch is None:
-        log_joint = partial(model.log_joint, binary=bool(binary))
     diagnostics = check_fit(log_joint, vi.log_q, zeta)
     diagnostics["ended_by"] = "stopping rule" if vi.converged else "iteration cap"
     if diagnostics["khat"] > USABLE:
@@ -411,38 +448,56 @@ def fit(
             "posterior (Yao et al. 2018). Try a richer family (--method fullrank or dsvi), more "
             "iterations or a smaller --tol-rel-obj, and compare."
         )
-    seconds = time.perf_counter() - start
-    if checkpoint is not None and checkpoint.resume is not None:
-        seconds += checkpoint.resume["state"]["loop"].seconds  # before the interruption
-    if vi_method == "dsvi":
-        chosen = {lat.name: "point estimate (type-II ML)" if lat.hyper else f"{vi.label} (DSVI)"
-                  for lat in model.latents}  # fmt: skip
     labels = {lat.name: family_of(lat, vi_method, chosen[lat.name]) for lat in model.latents}
-    result = FitResult(
-        model,
-        vi_method,
-        vi,
-        values,
-        seed,
-        seconds,
-        labels,
-        list(vi.warnings),
-        refine_info,
-        elbo_rows,
-        diagnostics,
+    seconds += time.perf_counter() - start
+    return FitResult(model, vi_method, vi, values, seed, seconds, labels, list(vi.warnings),
+                     refinement, elbo_rows, diagnostics)  # fmt: skip
+
+
+def _richer_if_better(first: FitResult, log_joint, rng, *, seed: int) -> FitResult:
+    """The deterministic road's answer to a k-hat above 0.7: a full-rank Gaussian on a
+    fixed-draw ELBO (ppl.inference.auto.richer), kept when its ELBO on its own output draws is
+    higher (both on the same unconstrained space, so comparable)."""
+    from ppl.inference.auto import richer
+
+    start = time.perf_counter()
+    k1 = first.diagnostics["khat"]
+    try:
+        with np.errstate(all="ignore"):
+            q = richer(first.model.log_joint, first.vi, seed=seed)
+    except (PplError, ArithmeticError, ValueError, np.linalg.LinAlgError) as e:
+        first.notes.append(
+            f"auto: PSIS k-hat {k1:.2f} > {USABLE}; a full-rank Gaussian fit was tried too and "
+            f"failed ({str(e).splitlines()[0][:200]}); kept the first fit"
+        )
+        return first
+    chosen = {lat.name: "gaussian" for lat in first.model.latents}
+    second = _result(first.model, q, "fullrank", chosen, log_joint, rng, draws=len(
+        next(iter(first.draws.values()))), seed=first.seed,
+        seconds=time.perf_counter() - start)  # fmt: skip
+    mine, theirs = first.diagnostics.get("elbo"), second.diagnostics.get("elbo")
+    k2 = second.diagnostics["khat"]
+    first_elbo = "non-finite" if mine is None else f"{mine:.6g}"
+    second_elbo = "non-finite" if theirs is None else f"{theirs:.6g}"
+    total = first.vi.grad_evals + q.grad_evals
+    if theirs is not None and (mine is None or theirs > mine):
+        second.notes.append(
+            f"auto: the mean-field fit had PSIS k-hat {k1:.2f} > {USABLE}, so a full-rank "
+            f"Gaussian was fitted too and kept (L-BFGS on a fixed-draw ELBO, {q.grad_evals} "
+            f"gradient evaluations): ELBO {theirs:.6g} vs {first_elbo}, k-hat {k2:.2f}"
+        )
+        q.grad_evals, q.iterations = total, first.vi.iterations + q.iterations
+        second.seconds += first.seconds
+        second.refinement = first.refinement
+        return second
+    first.notes.append(
+        f"auto: a full-rank Gaussian was fitted too (PSIS k-hat {k1:.2f} > {USABLE}, "
+        f"{q.grad_evals} gradient evaluations) but its ELBO was not higher ({second_elbo} vs "
+        f"{first_elbo}); kept the first fit"
     )
-    if (
-        method == "auto"
-        and not binary
-        and not families
-        and model.dim <= FULL_RANK_MAX_DIM
-        and diagnostics["khat"] > USABLE
-    ):
-        return _full_rank_if_better(result, iterations=iterations, seed=seed, draws=draws,
-                                    tol_rel_obj=tol_rel_obj, eta=eta, grad_samples=grad_samples,
-                                    elbo_samples=elbo_samples, refine_draws=refine_draws,
-                                    progress=progress)  # fmt: skip
-    return result
+    first.vi.grad_evals = total
+    first.seconds += second.seconds
+    return first
 
 
 def _full_rank_if_better(first: FitResult, **options) -> FitResult:

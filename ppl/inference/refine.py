@@ -14,10 +14,10 @@ from collections.abc import Callable
 
 import autograd.numpy as anp
 import numpy as np
-from autograd import hessian
 
 from ppl.inference.deterministic import guarded_mean, minimise, not_worse, reached_optimum
 from ppl.inference.draws import fixed_normal_draws
+from ppl.inference.hessian import expected_hessian, hessian_by_hvp
 from ppl.inference.result import VIResult
 
 
@@ -92,6 +92,8 @@ class _Coordinates:
 
 
 _MAX_DENSE_PRECONDITIONER = 200
+#: Draws whose Hessians (by Hessian-vector products) average into the preconditioner.
+_PRECONDITIONER_DRAWS = 32
 
 
 def _preconditioner(log_joint: Callable, q: VIResult, eps: np.ndarray) -> np.ndarray:
@@ -103,15 +105,11 @@ def _preconditioner(log_joint: Callable, q: VIResult, eps: np.ndarray) -> np.nda
     fallback = np.diag(np.maximum(np.sqrt(np.sum(q.scale_tril**2, axis=1)), 1e-8))
     if D > _MAX_DENSE_PRECONDITIONER:
         return fallback
-    L = q.scale_tril
-
-    def expected_log_joint(mu):
-        return anp.mean(log_joint(mu + anp.dot(eps, L.T)))
-
+    points = q.mean + eps[:_PRECONDITIONER_DRAWS] @ q.scale_tril.T
     try:
         with np.errstate(all="ignore"):
-            H = -np.asarray(hessian(expected_log_joint)(q.mean), dtype=float)
-    except (ValueError, FloatingPointError, np.linalg.LinAlgError):
+            H = -expected_hessian(log_joint, points)
+    except (ValueError, FloatingPointError, np.linalg.LinAlgError, ArithmeticError):
         return fallback
     if not np.all(np.isfinite(H)):
         return fallback
@@ -250,8 +248,7 @@ def laplace(
         return None
     try:
         with np.errstate(all="ignore"):
-            H = np.asarray(hessian(negative_log_joint)(mode), dtype=float)
-        H = 0.5 * (H + H.T)
+            H = -hessian_by_hvp(log_joint, mode)
         cov = np.linalg.inv(H)
         L = np.linalg.cholesky(0.5 * (cov + cov.T))
     except (np.linalg.LinAlgError, ValueError, FloatingPointError):

@@ -123,6 +123,31 @@ class MixedFamily:
         columns = [columns[i] for i in order]
         return anp.concatenate(columns, axis=1), entropy
 
+    def control_columns(self) -> np.ndarray:
+        """The gamma blocks' coordinates: under a small shape, log x has a heavy left tail and
+        x a heavy right one, whose Monte Carlo error linear control variates in both remove
+        (E_q[log x] and E_q[x] are exact)."""
+        return np.flatnonzero(self.gamma_columns)
+
+    def control_features(self, zeta):
+        """(S, 2G) features of the control columns: log x and x."""
+        z = zeta[:, self.control_columns()]
+        return anp.concatenate([z, anp.exp(z)], axis=1)
+
+    def exact_means(self, theta):
+        """E_q of the control features, differentiable: digamma(a) - log b, and a / b."""
+        logs, means, offsets = [], [], []
+        for b, p1, p2 in self._split(theta):
+            if b.family == "gamma":
+                a, rate = _softplus(p1), _softplus(p2)
+                logs.append(digamma(a) - anp.log(rate))
+                means.append(a / rate)
+                offsets.append(b.offset)
+        if not logs:
+            return np.zeros(0)
+        order = np.argsort(offsets)
+        return anp.concatenate([logs[i] for i in order] + [means[i] for i in order])
+
     def sample(self, theta: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
         zeta, _ = self.draws(theta, rng.standard_normal((n, self.dim)))
         return np.asarray(zeta)
@@ -140,6 +165,46 @@ class MixedFamily:
                 # density of log x when x ~ Gamma(a, rate): a log rate - lgamma(a) + a z - rate e^z
                 out += np.sum(a * np.log(rate) - gammaln(a) + a * z - rate * np.exp(z), axis=1)
         return out
+
+    def mean_positions(self) -> tuple[np.ndarray, np.ndarray]:
+        """Where the Gaussian blocks' means sit in theta, and their coordinates of zeta."""
+        positions, coords, k = [], [], 0
+        for b in self.blocks:
+            if b.family == "gaussian":
+                positions.append(np.arange(k, k + b.size))
+                coords.append(np.arange(b.offset, b.offset + b.size))
+            k += 2 * b.size
+        if not positions:
+            return np.zeros(0, dtype=int), np.zeros(0, dtype=int)
+        return np.concatenate(positions), np.concatenate(coords)
+
+    def moments(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and sd of each unconstrained coordinate under q (a gamma block: of log x)."""
+        mean, sd = np.zeros(self.dim), np.zeros(self.dim)
+        for b, p1, p2 in self._split(np.asarray(theta, dtype=float)):
+            cols = slice(b.offset, b.offset + b.size)
+            if b.family == "gaussian":
+                mean[cols], sd[cols] = p1, np.exp(np.minimum(p2, 700.0))
+            else:
+                a, rate = np.logaddexp(0.0, p1), np.logaddexp(0.0, p2)
+                mean[cols] = scipy_digamma(a) - np.log(np.maximum(rate, 1e-300))
+                sd[cols] = np.sqrt(polygamma(1, a))
+        return mean, sd
+
+    def changes(self, before: np.ndarray, after: np.ndarray) -> np.ndarray:
+        """How far q moved between two parameter vectors, per parameter and unitless: a
+        Gaussian's mean in its sds and its log sd; a gamma's log shape and log rate (its mean
+        a / b is exact to the sum of those, however wide the gamma is on the log scale)."""
+        out = []
+        pairs = zip(self._split(np.asarray(before, dtype=float)),
+                    self._split(np.asarray(after, dtype=float)), strict=True)  # fmt: skip
+        for (b, p1, p2), (_, r1, r2) in pairs:
+            if b.family == "gaussian":
+                out += [np.abs(r1 - p1) / np.exp(np.minimum(r2, 700.0)), np.abs(r2 - p2)]
+            else:
+                for old, new in ((p1, r1), (p2, r2)):
+                    out.append(np.abs(np.log(np.logaddexp(0.0, new) / np.logaddexp(0.0, old))))
+        return np.concatenate(out) if out else np.zeros(0)
 
     def describe(self, theta: np.ndarray) -> dict[str, dict]:
         """Per latent: the family and its fitted parameters (for fit.json)."""

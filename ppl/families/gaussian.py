@@ -1,0 +1,77 @@
+"""Full-rank Gaussian q on the unconstrained scale, in coordinates relative to a start.
+
+q = N(m0 + C a, (C B)(C B)^T) with B lower triangular (log-diagonal parameterised), where
+N(m0, C C^T) is the start (a Laplace approximation or a mean-field fit): theta = 0 is the start
+itself, and with C near the posterior's Cholesky factor the fixed-draw ELBO is well conditioned
+even where the posterior has sds of 1e4 and correlations of -0.999.
+"""
+
+from __future__ import annotations
+
+import autograd.numpy as anp
+import numpy as np
+from scipy.linalg import solve_triangular
+
+LOG_2PI = float(np.log(2 * np.pi))
+
+
+def lower_from(diag_log, off, dim: int):
+    """Lower-triangular matrix with diagonal exp(diag_log), built row by row (autograd has no
+    in-place writes; np.tril_indices(dim, -1) lists row i's entries contiguously)."""
+    diag = anp.exp(diag_log)
+    rows = []
+    for i in range(dim):
+        start = i * (i - 1) // 2
+        rows.append(
+            anp.concatenate([off[start : start + i], diag[i : i + 1], np.zeros(dim - i - 1)])
+        )
+    return anp.stack(rows)
+
+
+class FullRankGaussian:
+    """theta = (a, log diag B, below-diagonal B): D + D + D(D-1)/2 numbers."""
+
+    def __init__(self, mean: np.ndarray, scale_tril: np.ndarray):
+        self.dim = len(mean)
+        self.m0 = np.asarray(mean, dtype=float).copy()
+        self.C = np.asarray(scale_tril, dtype=float).copy()
+        self.size = 2 * self.dim + self.dim * (self.dim - 1) // 2
+        self._log_det_C = float(np.sum(np.log(np.abs(np.diag(self.C)))))
+
+    def initial(self) -> np.ndarray:
+        return np.zeros(self.size)
+
+    def _mean_scale(self, theta):
+        D = self.dim
+        mu = self.m0 + anp.dot(self.C, theta[:D])
+        return mu, anp.dot(self.C, lower_from(theta[D : 2 * D], theta[2 * D :], D))
+
+    def draws(self, theta, eps: np.ndarray):
+        """(S, D) draws for standard-normal eps, and q's entropy."""
+        mu, L = self._mean_scale(theta)
+        D = self.dim
+        entropy = anp.sum(theta[D : 2 * D]) + self._log_det_C + 0.5 * D * (1.0 + LOG_2PI)
+        return mu + anp.dot(eps, anp.transpose(L)), entropy
+
+    def mean_scale(self, theta) -> tuple[np.ndarray, np.ndarray]:
+        mu, L = self._mean_scale(np.asarray(theta, dtype=float))
+        return np.asarray(mu), np.tril(np.asarray(L))
+
+    def moments(self, theta) -> tuple[np.ndarray, np.ndarray]:
+        mu, L = self.mean_scale(theta)
+        return mu, np.sqrt(np.sum(L**2, axis=1))
+
+    def changes(self, before, after) -> np.ndarray:
+        """How far q moved: each mean in sds, each sd relatively (unitless)."""
+        (m0, s0), (m1, s1) = self.moments(before), self.moments(after)
+        return np.concatenate([np.abs(m1 - m0) / s1, np.abs(np.log(s1 / s0))])
+
+    def sample(self, theta, rng: np.random.Generator, n: int) -> np.ndarray:
+        mu, L = self.mean_scale(theta)
+        return mu + rng.standard_normal((n, self.dim)) @ L.T
+
+    def log_q(self, theta, zeta: np.ndarray) -> np.ndarray:
+        mu, L = self.mean_scale(theta)
+        z = solve_triangular(L, (np.atleast_2d(zeta) - mu).T, lower=True).T
+        log_det = float(np.sum(np.log(np.abs(np.diag(L)))))
+        return -0.5 * np.sum(z**2, axis=1) - log_det - 0.5 * self.dim * LOG_2PI

@@ -1,0 +1,136 @@
+"""`--method auto`: the deterministic road to q, and the richer families it takes when PSIS asks.
+
+1. The mode by L-BFGS (ppl.inference.mode), from Stan's initial range.
+2. A first q there: each latent's family moment-matched to the Gaussian with the mode as mean
+   and 1 / sqrt(-H_ii) as sd (the mean-field optimum for a Gaussian posterior; H from
+   Hessian-vector products), unless a plain start (Stan's: the initial point, sd 1) has the
+   higher ELBO, as it has on a funnel, where the mode is far down the neck.
+3. The ELBO on fixed draws, gamma and Gaussian blocks in one objective, by L-BFGS with the draws
+   grown until q settles (ppl.inference.saa).
+4. When PSIS k-hat of that q is above 0.7 (the caller checks), `richer` fits a full-rank
+   Gaussian the same way, starting from the better of the Laplace approximation and q, and the
+   caller keeps whichever has the higher ELBO.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ppl.families.gaussian import FullRankGaussian
+from ppl.inference.draws import fixed_normal_draws
+from ppl.inference.hessian import hessian_by_hvp
+from ppl.inference.mode import find_mode
+from ppl.inference.result import VIResult
+from ppl.inference.saa import FIRST_DRAWS, Preconditioned, elbo_on, fit_fixed_draws
+from ppl.inference.sgvb import Block, MixedFamily, SGVBResult
+
+#: Dense Hessians (from D Hessian-vector products in one batched call) up to this dimension.
+MAX_DENSE_DIM = 1000
+#: The largest draw set of the full-rank fit (D + D(D+1)/2 parameters: iterations cost more).
+FULL_RANK_MAX_DRAWS = 256
+#: Probe draws that rank the candidate starts by their ELBO.
+PROBE_DRAWS = 64
+
+
+def mode_hessian(log_joint: Callable, point: np.ndarray) -> np.ndarray | None:
+    """-H at the point (the precision of the Laplace approximation), or None when too large
+    or not finite."""
+    if len(point) > MAX_DENSE_DIM:
+        return None
+    try:
+        with np.errstate(all="ignore"):
+            H = -hessian_by_hvp(log_joint, point)
+    except (ValueError, FloatingPointError, np.linalg.LinAlgError, ArithmeticError):
+        return None
+    return H if np.all(np.isfinite(H)) else None
+
+
+def fit_auto(
+    log_joint: Callable,
+    blocks: list[Block],
+    dim: int,
+    init: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    seed: int = 0,
+    progress: Callable[[int, float | None], None] | None = None,
+) -> SGVBResult:
+    """Steps 1-3 above; the result's `polish` dict records the road (mode, rounds, Hessian)."""
+    mode = find_mode(log_joint, init, rng)
+    precision = mode_hessian(log_joint, mode.point)
+    hvp_evals = 2 * dim if precision is not None else 0
+    curvature = np.diag(precision) if precision is not None else np.ones(dim)
+    sd = np.where(curvature > 0, 1.0 / np.sqrt(np.abs(curvature)), 1.0)
+    family = MixedFamily(blocks, dim)
+    starts = {
+        "mode": family.from_gaussian(mode.point, sd),
+        "initial point": family.from_gaussian(mode.init, np.ones(dim)),
+    }
+    probe = fixed_normal_draws(PROBE_DRAWS, dim, seed + 3)
+    scores = {name: elbo_on(log_joint, family, th, probe) for name, th in starts.items()}
+    chosen = max(scores, key=lambda k: scores[k])
+    coordinates = Preconditioned(family, starts[chosen], precision)
+    result = fit_fixed_draws(log_joint, coordinates, np.zeros(coordinates.size), seed=seed,
+                             progress=progress)  # fmt: skip
+    result.family, result.theta = family, np.asarray(coordinates.theta(result.theta))
+    result.grad_evals += mode.grad_evals + hvp_evals
+    result.polish.update(
+        {
+            "mode_gradient_evaluations": mode.grad_evals,
+            "mode_iterations": mode.iterations,
+            "mode_converged": mode.converged,
+            "hessian_vector_products": dim if precision is not None else 0,
+            "start": chosen,
+            "probe_elbo": scores,
+            "mode": mode.point,
+            "precision": precision,
+        }
+    )
+    return result
+
+
+def as_gaussian(result: SGVBResult) -> VIResult:
+    """q's moments as a mean-field Gaussian on the unconstrained scale (a start for richer q)."""
+    mean, sd = result.family.moments(result.theta)
+    return VIResult("meanfield", mean, np.diag(sd), [], result.elbo, 0, 0, True, 0.0, 0.0)
+
+
+def laplace_start(mode: np.ndarray, precision: np.ndarray | None) -> VIResult | None:
+    """N(mode, (-H)^-1) when -H is positive definite."""
+    if precision is None:
+        return None
+    try:
+        cov = np.linalg.inv(precision)
+        L = np.linalg.cholesky(0.5 * (cov + cov.T))
+    except np.linalg.LinAlgError:
+        return None
+    if not np.all(np.isfinite(L)):
+        return None
+    return VIResult("fullrank", np.array(mode, float), L, [], -np.inf, 0, 0, False, 0.0, 0.0)
+
+
+def richer(log_joint: Callable, first: SGVBResult, *, seed: int = 0) -> VIResult:
+    """A full-rank Gaussian by L-BFGS on a fixed-draw ELBO with growing draws, in coordinates
+    relative to the better (by ELBO on probe draws) of the Laplace approximation and the first
+    fit, so that theta = 0 is that start."""
+    info = first.polish or {}
+    start = as_gaussian(first)
+    candidates = [start]
+    lap = laplace_start(info.get("mode", start.mean), info.get("precision"))
+    if lap is not None:
+        candidates.append(lap)
+    probe = fixed_normal_draws(PROBE_DRAWS, start.dim, seed + 7)
+    scores = [elbo_on(log_joint, FullRankGaussian(q.mean, q.scale_tril), np.zeros(
+        FullRankGaussian(q.mean, q.scale_tril).size), probe) for q in candidates]  # fmt: skip
+    best = candidates[int(np.argmax(scores))]
+    family = FullRankGaussian(best.mean, best.scale_tril)
+    first_draws = max(FIRST_DRAWS, 2 * start.dim)
+    fit = fit_fixed_draws(log_joint, family, family.initial(), seed=seed, first_draws=first_draws,
+                          max_draws=FULL_RANK_MAX_DRAWS, max_iter=500)
+    mean, L = family.mean_scale(fit.theta)
+    q = VIResult("fullrank", mean, L, fit.elbo_trace, fit.elbo, fit.iterations, fit.grad_evals,
+                 fit.converged, 0.0, fit.seconds, list(fit.warnings))  # fmt: skip
+    q.grad_samples = fit.grad_samples
+    return q
