@@ -7,7 +7,7 @@ import sys
 
 from .base import Problem
 
-MODULES = ("posteriordb", "pima", "epilepsy", "gpfa")
+MODULES = ("posteriordb", "pima", "epilepsy", "gpfa", "varying_intercepts")
 
 
 def problems() -> list[Problem]:

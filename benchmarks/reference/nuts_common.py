@@ -51,8 +51,13 @@ def run_reference(
     max_divergent_fraction: float = 0.0,
     notes: list[str] | None = None,
     rhat_max: float = RHAT_MAX,
+    order: tuple[str, ...] | None = None,
 ) -> int:
-    """Sample, check, write; 0 on success, 1 (and no file) when a check fails."""
+    """Sample, check, write; 0 on success, 1 (and no file) when a check fails.
+
+    `order`: the sample and deterministic sites to store, in this order (default: all, in
+    NumPyro's order); ignored when `derived` is given.
+    """
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--seed", type=int, default=defaults["seed"])
     ap.add_argument("--chains", type=int, default=defaults["chains"])
@@ -83,7 +88,7 @@ def run_reference(
         names = list(quantities)
         matrix = np.column_stack([quantities[n] for n in names])
     else:
-        names, matrix = flatten_draws(flat)
+        names, matrix = flatten_draws({k: flat[k] for k in order} if order else flat)
     by_chain = matrix.reshape(C, S, -1)
     mean = matrix.mean(axis=0)
     sd = matrix.std(axis=0, ddof=1)

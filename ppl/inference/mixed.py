@@ -84,7 +84,10 @@ class MixedObjective:
             return anp.mean(lp) + entropy
 
         with np.errstate(all="ignore"):
-            value, grad_c = value_and_grad(elbo_c)(theta_c)
+            if self.n_c:
+                value, grad_c = value_and_grad(elbo_c)(theta_c)
+            else:  # only binary latents: nothing to differentiate pathwise
+                value, grad_c = elbo_c(theta_c), np.zeros(0)
             cont, entropy = self.continuous.draws(theta_c, eps)
             zeta = np.asarray(self._assemble(np.asarray(cont), z))
             total, local = self.terms(zeta)

@@ -119,6 +119,8 @@ class MixedFamily:
                 columns.append(gamma_sample_log(a, rate, u[:, cols]))
                 h_gamma = a - anp.log(rate) + gammaln(a) + (1.0 - a) * digamma(a)
                 entropy = entropy + anp.sum(h_gamma - (digamma(a) - anp.log(rate)))
+        if not columns:  # no continuous latents (a model whose parameters are all binary)
+            return np.zeros((eps.shape[0], 0)), 0.0
         order = np.argsort([b.offset for b in self.blocks])
         columns = [columns[i] for i in order]
         return anp.concatenate(columns, axis=1), entropy
