@@ -420,7 +420,9 @@ def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
     check_finite_result(result)
     vi = result.vi
     print(f"model: {args.model}")
-    if result.method == "auto":
+    if result.description:
+        how = result.description
+    elif result.method == "auto":
         road = vi.polish or {}
         sets = " -> ".join(str(r["draws"]) for r in road.get("rounds", []))
         how = (f"auto (mode by L-BFGS in {road.get('mode_gradient_evaluations', 0)} gradients, "

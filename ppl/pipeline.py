@@ -171,6 +171,7 @@ class FitResult:
     elbo_rows: tuple[int, int] | None = None  # (rows, of N) when the ELBO is on a sample of rows
     diagnostics: dict = field(default_factory=dict)  # PSIS k-hat and more (ppl.diagnostics)
     notes: list[str] = field(default_factory=list)  # what `auto` decided, for the user
+    description: str | None = None  # how q was made, when the method's name does not say
 
 
 FAMILY_NAMES = {
@@ -413,6 +414,9 @@ def fit(
         log_joint = partial(model.log_joint, binary=bool(binary))
     result = _result(model, vi, vi_method, chosen, log_joint, rng, draws=draws, seed=seed,
                      seconds=seconds, refinement=refine_info, elbo_rows=elbo_rows)  # fmt: skip
+    if method == "auto" and not binary and not families and result.diagnostics["khat"] > USABLE:
+        if vi_method == "auto":
+            return _richer_if_better(result, log_joint, rng, seed=int(rng.integers(2**31)))
     if (
         method == "auto"
         and not binary
@@ -420,8 +424,6 @@ def fit(
         and model.dim <= FULL_RANK_MAX_DIM
         and result.diagnostics["khat"] > USABLE
     ):
-        if vi_method == "auto":
-            return _richer_if_better(result, log_joint, rng, seed=int(rng.integers(2**31)))
         return _full_rank_if_better(result, iterations=iterations, seed=seed, draws=draws,
                                     tol_rel_obj=tol_rel_obj, eta=eta, grad_samples=grad_samples,
                                     elbo_samples=elbo_samples, refine_draws=refine_draws,
@@ -455,49 +457,67 @@ def _result(model, vi, vi_method, chosen, log_joint, rng, *, draws, seed, second
 
 
 def _richer_if_better(first: FitResult, log_joint, rng, *, seed: int) -> FitResult:
-    """The deterministic road's answer to a k-hat above 0.7: a full-rank Gaussian on a
-    fixed-draw ELBO (ppl.inference.auto.richer), kept when its ELBO on its own output draws is
-    higher (both on the same unconstrained space, so comparable)."""
-    from ppl.inference.auto import richer
+    """The deterministic road's answer to a k-hat above 0.7, cheapest first: the mean-field
+    fit's linear-response covariance (ppl.inference.auto.linear_response), then, while k-hat
+    still says no and D <= FULL_RANK_MAX_DIM, a full-rank Gaussian on a fixed-draw ELBO
+    (ppl.inference.auto.richer). Each candidate is kept when its ELBO on its own output draws
+    is higher than the best so far (all on the same unconstrained space, so comparable)."""
+    from ppl.inference.auto import linear_response, richer
 
-    start = time.perf_counter()
-    k1 = first.diagnostics["khat"]
-    try:
-        with np.errstate(all="ignore"):
-            q = richer(first.model.log_joint, first.vi, seed=seed)
-    except (PplError, ArithmeticError, ValueError, np.linalg.LinAlgError) as e:
-        first.notes.append(
-            f"auto: PSIS k-hat {k1:.2f} > {USABLE}; a full-rank Gaussian fit was tried too and "
-            f"failed ({str(e).splitlines()[0][:200]}); kept the first fit"
+    model = first.model
+    gaussian = {lat.name: "gaussian" for lat in model.latents}
+    draws = len(next(iter(first.draws.values())))
+    best, spent, tried = first, 0, []
+    steps = [("linear-response covariance", lambda: linear_response(first.vi))]
+    if model.dim <= FULL_RANK_MAX_DIM:
+        steps.append(("full-rank Gaussian", lambda: richer(model.log_joint, first.vi, seed=seed)))
+    for name, make in steps:
+        if best.diagnostics["khat"] <= USABLE:
+            break
+        start = time.perf_counter()
+        try:
+            with np.errstate(all="ignore"):
+                q = make()
+        except (PplError, ArithmeticError, ValueError, np.linalg.LinAlgError) as e:
+            tried.append(f"a {name} failed ({str(e).splitlines()[0][:200]})")
+            continue
+        if q is None:
+            continue
+        spent += q.grad_evals
+        candidate = _result(model, q, "fullrank", gaussian, log_joint, rng, draws=draws,
+                            seed=first.seed, seconds=time.perf_counter() - start)  # fmt: skip
+        mine, theirs = best.diagnostics.get("elbo"), candidate.diagnostics.get("elbo")
+        verdict = f"ELBO {_elbo_text(theirs)} vs {_elbo_text(mine)}, k-hat " \
+                  f"{candidate.diagnostics['khat']:.2f}"  # fmt: skip
+        if theirs is not None and (mine is None or theirs > mine):
+            tried.append(f"a {name} ({q.grad_evals} gradient evaluations) was kept: {verdict}")
+            candidate.seconds += best.seconds
+            candidate.refinement = first.refinement
+            candidate.description = f"auto, then a {name} ({DESCRIPTIONS[name]})"
+            best = candidate
+        else:
+            tried.append(f"a {name} ({q.grad_evals} gradient evaluations) was not better: "
+                         f"{verdict}")  # fmt: skip
+            best.seconds += candidate.seconds
+    if tried:
+        best.vi.grad_evals = first.vi.grad_evals + spent
+        if best is not first:
+            best.vi.iterations = first.vi.iterations + best.vi.iterations
+        best.notes.append(
+            f"auto: the mean-field fit had PSIS k-hat {first.diagnostics['khat']:.2f} > "
+            f"{USABLE}; " + "; ".join(tried)
         )
-        return first
-    chosen = {lat.name: "gaussian" for lat in first.model.latents}
-    second = _result(first.model, q, "fullrank", chosen, log_joint, rng, draws=len(
-        next(iter(first.draws.values()))), seed=first.seed,
-        seconds=time.perf_counter() - start)  # fmt: skip
-    mine, theirs = first.diagnostics.get("elbo"), second.diagnostics.get("elbo")
-    k2 = second.diagnostics["khat"]
-    first_elbo = "non-finite" if mine is None else f"{mine:.6g}"
-    second_elbo = "non-finite" if theirs is None else f"{theirs:.6g}"
-    total = first.vi.grad_evals + q.grad_evals
-    if theirs is not None and (mine is None or theirs > mine):
-        second.notes.append(
-            f"auto: the mean-field fit had PSIS k-hat {k1:.2f} > {USABLE}, so a full-rank "
-            f"Gaussian was fitted too and kept (L-BFGS on a fixed-draw ELBO, {q.grad_evals} "
-            f"gradient evaluations): ELBO {theirs:.6g} vs {first_elbo}, k-hat {k2:.2f}"
-        )
-        q.grad_evals, q.iterations = total, first.vi.iterations + q.iterations
-        second.seconds += first.seconds
-        second.refinement = first.refinement
-        return second
-    first.notes.append(
-        f"auto: a full-rank Gaussian was fitted too (PSIS k-hat {k1:.2f} > {USABLE}, "
-        f"{q.grad_evals} gradient evaluations) but its ELBO was not higher ({second_elbo} vs "
-        f"{first_elbo}); kept the first fit"
-    )
-    first.vi.grad_evals = total
-    first.seconds += second.seconds
-    return first
+    return best
+
+
+DESCRIPTIONS = {
+    "linear-response covariance": "the mean-field fit's means with J H^-1 J' as covariance",
+    "full-rank Gaussian": "L-BFGS on the ELBO over fixed draws",
+}
+
+
+def _elbo_text(value) -> str:
+    return "non-finite" if value is None else f"{value:.6g}"
 
 
 def _full_rank_if_better(first: FitResult, **options) -> FitResult:

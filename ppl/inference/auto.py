@@ -74,6 +74,7 @@ def fit_auto(
     coordinates = Preconditioned(family, starts[chosen], precision)
     result = fit_fixed_draws(log_joint, coordinates, np.zeros(coordinates.size), seed=seed,
                              progress=progress)  # fmt: skip
+    result.polish["coordinates"], result.polish["optimum"] = coordinates, result.theta
     result.family, result.theta = family, np.asarray(coordinates.theta(result.theta))
     result.grad_evals += mode.grad_evals + hvp_evals
     result.polish.update(
@@ -109,6 +110,30 @@ def laplace_start(mode: np.ndarray, precision: np.ndarray | None) -> VIResult | 
     if not np.all(np.isfinite(L)):
         return None
     return VIResult("fullrank", np.array(mode, float), L, [], -np.inf, 0, 0, False, 0.0, 0.0)
+
+
+def linear_response(first: SGVBResult) -> VIResult | None:
+    """N(E_q[zeta], Sigma_LR): the first fit's means with its linear-response covariance
+    (ppl.inference.linear_response), or None when it cannot be had (too many parameters, or
+    the fixed-draw optimum is not strict)."""
+    from ppl.inference.linear_response import MAX_LR_PARAMETERS, lr_covariance
+
+    info = first.polish or {}
+    coordinates, optimum = info.get("coordinates"), info.get("optimum")
+    if coordinates is None or coordinates.size > MAX_LR_PARAMETERS:
+        return None
+    evals_before = info["evaluations"]["evals"]
+    try:
+        with np.errstate(all="ignore"):
+            cov = lr_covariance(info["objective"], coordinates.mean_map, optimum)
+            L = np.linalg.cholesky(cov)
+    except (np.linalg.LinAlgError, ValueError, FloatingPointError, ArithmeticError):
+        return None
+    if not np.all(np.isfinite(L)):
+        return None
+    mean = np.asarray(coordinates.mean_map(optimum), dtype=float)
+    evals = info["evaluations"]["evals"] - evals_before
+    return VIResult("fullrank", mean, L, [], first.elbo, 0, evals, True, 0.0, 0.0)
 
 
 def richer(log_joint: Callable, first: SGVBResult, *, seed: int = 0) -> VIResult:

@@ -136,6 +136,18 @@ class MixedFamily:
         z = zeta[:, self.control_columns()]
         return anp.concatenate([z, anp.exp(z)], axis=1)
 
+    def mean_map(self, theta):
+        """E_q[zeta] for every coordinate, differentiable in theta (a gamma block: of log x)."""
+        parts, offsets = [], []
+        for b, p1, p2 in self._split(theta):
+            offsets.append(b.offset)
+            if b.family == "gaussian":
+                parts.append(p1)
+            else:
+                parts.append(digamma(_softplus(p1)) - anp.log(_softplus(p2)))
+        order = np.argsort(offsets)
+        return anp.concatenate([parts[i] for i in order]) if parts else np.zeros(0)
+
     def exact_means(self, theta):
         """E_q of the control features, differentiable: digamma(a) - log b, and a / b."""
         logs, means, offsets = [], [], []
