@@ -50,7 +50,8 @@ class Latent:
         return self.kind
 
 
-def _transform_kind(spec: ast.TypeSpec) -> str:
+def transform_kind(spec: ast.TypeSpec) -> str:
+    """The constraining transform a declaration implies (ppl.transforms.make_transform's kind)."""
     if spec.kind in ("int", "real", "vector", "row_vector", "matrix"):
         b = spec.bounds
         if "offset" in b or "multiplier" in b:
@@ -160,7 +161,7 @@ class CompiledModel:
             except ModelError:
                 raise
             stype = decl_type(d.spec)
-            kind = _transform_kind(d.spec)
+            kind = transform_kind(d.spec)
             binary = d.spec.kind == "int"
             bound_names = _names(list(d.spec.bounds.values()))
             fixed = None

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from ppl.build import load_model
 from ppl.checker import check
 from ppl.compiler import CompiledModel
+from ppl.data_specs import read_data
 from ppl.ir import Graph, build_graph, expr_text
 from ppl.parser import parse
-from ppl.pipeline import load_model, read_data
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "models"
