@@ -45,10 +45,6 @@ class Latent:
         """A hyperparameter: a point estimate maximising the ELBO (type-II ML), no q."""
         return self.decl.hyper
 
-    @property
-    def transform_label(self) -> str:
-        return self.kind
-
 
 def transform_kind(spec: ast.TypeSpec) -> str:
     """The constraining transform a declaration implies (ppl.transforms.make_transform's kind)."""
@@ -575,9 +571,3 @@ def _total(target, log_jac, S: int):
     if dtype is not None and dtype.kind == "f" and fast_shape(target) == (S,):
         return target
     return target + anp.zeros(S)
-
-
-def compile_model(
-    checked: CheckedProgram, data: dict[str, np.ndarray], seed: int = 0, vectorise: bool = True
-) -> CompiledModel:
-    return CompiledModel(checked, data, seed, vectorise)

@@ -93,9 +93,6 @@ class Graph:
     def of_kind(self, kind: str) -> list[Node]:
         return [n for n in self.nodes if n.kind == kind]
 
-    def children(self, name: str) -> list[Node]:
-        return [n for n in self.nodes if name in n.parents]
-
     def factors_of(self, name: str) -> list[Node]:
         """The factors whose value depends on `name`: its Markov blanket's factors.
 
