@@ -22,8 +22,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from ppl.build import build  # noqa: E402
 from ppl.inference.bbvi import ESTIMATORS, fit_bbvi, score_gradient, setup_bbvi  # noqa: E402
-from ppl.pipeline import build  # noqa: E402
 
 MODEL = ROOT / "models" / "gamma_normal" / "gamma_normal.model"
 DATA = ROOT / "models" / "gamma_normal" / "liver.json"

@@ -26,7 +26,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ppl.pipeline import build, fit  # noqa: E402
+from ppl.build import build  # noqa: E402
+from ppl.pipeline import fit  # noqa: E402
 
 MODEL = ROOT / "models" / "bpfa" / "bpfa.model"
 IMAGE = ROOT / "models" / "bpfa" / "data" / "camera128.csv"

@@ -47,9 +47,9 @@ def main(argv=None) -> int:
 
     from autograd import make_vjp
 
+    from ppl.build import build_distributed
     from ppl.distributed.cluster import connect
     from ppl.distributed.gradient import DistributedLogJoint
-    from ppl.pipeline import build_distributed
 
     print(f"--engine dask, {args.workers} local workers, --batch {args.batch}, S = 10 draws")
     header = (f"{'N':>9} {'files':>5} {'D':>3} {'payload B':>9} {'sent B/step':>11} "

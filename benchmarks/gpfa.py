@@ -107,7 +107,8 @@ def run(
     grad_only=False,
     polish=False,
 ):
-    from ppl.pipeline import build, fit
+    from ppl.build import build
+    from ppl.pipeline import fit
 
     rows = []
     tmp = tempfile.mkdtemp(prefix="gpfa_bench_")

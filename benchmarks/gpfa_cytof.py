@@ -97,7 +97,8 @@ def gpfa_covariance(draws: dict, n: int = 100) -> np.ndarray:
 
 
 def run(sizes, methods, K, iterations, seed, out=sys.stdout):
-    from ppl.pipeline import build, fit
+    from ppl.build import build
+    from ppl.pipeline import fit
 
     names, train_raw, test_raw = load_cells()
     perm = np.random.default_rng(seed).permutation(len(train_raw))

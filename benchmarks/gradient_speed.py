@@ -25,7 +25,7 @@ from autograd import make_vjp
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ppl.pipeline import build  # noqa: E402
+from ppl.build import build  # noqa: E402
 
 MODELS = ROOT / "models"
 

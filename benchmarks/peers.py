@@ -166,7 +166,8 @@ def score(problem: Problem, fitted: Fitted, method: str) -> Row:
 
 def fit_ppl(problem: Problem, iters: int, seed: int, n_draws: int) -> Fitted:
     """ppl's default fit (`auto`), as `ppl fit MODEL DATA --seed S` runs it."""
-    from ppl.pipeline import build, fit
+    from ppl.build import build
+    from ppl.pipeline import fit
 
     t0 = time.perf_counter()
     model = build(str(problem.model), [str(p) for p in problem.data], seed=seed)
@@ -452,8 +453,8 @@ def check_problem(problem: Problem, seed: int, points: int = 5) -> dict[str, flo
     The points are ppl's random inits (uniform(-2, 2) on ppl's unconstrained scale) mapped to
     constrained values; each library evaluates its log joint there without Jacobians.
     """
+    from ppl.build import build
     from ppl.compiler import _total
-    from ppl.pipeline import build
 
     model = build(str(problem.model), [str(p) for p in problem.data], seed=seed)
     rng = np.random.default_rng(seed)

@@ -145,16 +145,17 @@ def child(args) -> None:
 
 
 def _child(args, stack) -> None:
-    from ppl.pipeline import build, build_streamed, elbo_sample_rows, fit
+    from ppl.build import build, build_streamed
+    from ppl.pipeline import elbo_sample_rows, fit
 
     test = np.load(args.test)
     X_test, y_test = test["X"], test["y"]
     start = time.perf_counter()
     client = partitions = None
     if args.mode.startswith("dask"):
+        from ppl.build import build_distributed
         from ppl.distributed.cluster import connect
         from ppl.distributed.gradient import rows_per_partition
-        from ppl.pipeline import build_distributed
 
         client = stack.enter_context(connect(workers=int(args.mode[4:])))
         model, partitions = build_distributed(

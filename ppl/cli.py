@@ -361,16 +361,10 @@ def _pointing_to(checkpointer):
 
 
 def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
+    from ppl.build import build, build_distributed, build_streamed
     from ppl.diagnostics import USABLE
     from ppl.output import write_outputs
-    from ppl.pipeline import (
-        build,
-        build_distributed,
-        build_streamed,
-        check_finite_result,
-        elbo_sample_rows,
-        fit,
-    )
+    from ppl.pipeline import check_finite_result, elbo_sample_rows, fit
     from ppl.summary import format_table, summarise
 
     checkpointer, signals = _checkpointer(args)
@@ -536,9 +530,10 @@ def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
 
 
 def cmd_ir(args) -> int:
+    from ppl.build import load_model
     from ppl.compiler import CompiledModel
+    from ppl.data_specs import read_data
     from ppl.ir import build_graph
-    from ppl.pipeline import load_model, read_data
 
     checked = load_model(args.model)
     model = None
@@ -555,8 +550,9 @@ def cmd_ir(args) -> int:
 
 
 def cmd_check(args) -> int:
+    from ppl.build import load_model
     from ppl.compiler import CompiledModel
-    from ppl.pipeline import load_model, read_data
+    from ppl.data_specs import read_data
 
     checked = load_model(args.model)
     print(f"{args.model}: model OK")

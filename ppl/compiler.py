@@ -45,12 +45,9 @@ class Latent:
         """A hyperparameter: a point estimate maximising the ELBO (type-II ML), no q."""
         return self.decl.hyper
 
-    @property
-    def transform_label(self) -> str:
-        return self.kind
 
-
-def _transform_kind(spec: ast.TypeSpec) -> str:
+def transform_kind(spec: ast.TypeSpec) -> str:
+    """The constraining transform a declaration implies (ppl.transforms.make_transform's kind)."""
     if spec.kind in ("int", "real", "vector", "row_vector", "matrix"):
         b = spec.bounds
         if "offset" in b or "multiplier" in b:
@@ -160,7 +157,7 @@ class CompiledModel:
             except ModelError:
                 raise
             stype = decl_type(d.spec)
-            kind = _transform_kind(d.spec)
+            kind = transform_kind(d.spec)
             binary = d.spec.kind == "int"
             bound_names = _names(list(d.spec.bounds.values()))
             fixed = None
@@ -574,9 +571,3 @@ def _total(target, log_jac, S: int):
     if dtype is not None and dtype.kind == "f" and fast_shape(target) == (S,):
         return target
     return target + anp.zeros(S)
-
-
-def compile_model(
-    checked: CheckedProgram, data: dict[str, np.ndarray], seed: int = 0, vectorise: bool = True
-) -> CompiledModel:
-    return CompiledModel(checked, data, seed, vectorise)

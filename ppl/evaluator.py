@@ -8,7 +8,6 @@ once with the loop index as an extra batch axis instead of once per iteration.
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
 
 import autograd.numpy as np
 import numpy as onp
@@ -60,14 +59,6 @@ class _Continue(Exception):
 
 def _raw(x):
     return getattr(x, "_value", x)
-
-
-@dataclass
-class LoopIndex:
-    """Marks the batched index of a vectorised loop: values lo..hi along batch axis 1."""
-
-    lo: int
-    hi: int
 
 
 @primitive
@@ -168,9 +159,6 @@ class Evaluator:
     def stmt(self, s: ast.Stmt) -> None:
         _stmt_fn(s)(self)
 
-    def _stmt(self, s: ast.Stmt) -> None:
-        _stmt_body(s)(self)
-
     def scoped(self, s: ast.Stmt) -> None:
         env = self.env
         n = len(env)
@@ -197,9 +185,6 @@ class Evaluator:
         if self.in_vector_loop:
             raise Devectorise(self._current_loop)
         raise NeedsPerSample()
-
-    def for_loop(self, s: ast.For) -> None:
-        _stmt_body(s)(self)
 
     def int_value(self, v, node) -> int:
         if v.__class__ is int:
@@ -256,18 +241,6 @@ class Evaluator:
                 f"size mismatch: '{name}' is declared with dimensions "
                 f"{list(shape)} but the value has {list(vshape)}",
             )
-
-    def lookup_var(self, name: str, node):
-        try:
-            v = self.env[name]
-        except KeyError:
-            if name in CONSTANTS:
-                return CONSTANTS[name]
-            raise self.error(node, f"'{name}' has no value here") from None
-        if v.__class__ is ElementList:
-            v = v.materialise()
-            self.env[name] = v
-        return v
 
     def assign(self, s: ast.Assign) -> None:
         lhs = s.lhs
@@ -396,9 +369,6 @@ class Evaluator:
         return np.concatenate(parts, axis=nb)
 
     # ---- model statements
-    def add_target(self, value, vtype: SType) -> None:
-        self.add_lp(sum_to_batch0(value))
-
     def add_lp(self, lp) -> None:
         """target += lp; the first float term replaces the initial 0.0 (no `0.0 + lp` node)."""
         t = self.target

@@ -26,6 +26,8 @@ from dataclasses import asdict, dataclass, field
 
 from ppl import ast
 from ppl.checker import CheckedProgram, decl_type
+from ppl.compiler import transform_kind
+from ppl.families.choice import POINT_ESTIMATE, family_for, family_label
 from ppl.types import SPEC_KIND
 
 _BLOCK_LABEL = {
@@ -90,9 +92,6 @@ class Graph:
 
     def of_kind(self, kind: str) -> list[Node]:
         return [n for n in self.nodes if n.kind == kind]
-
-    def children(self, name: str) -> list[Node]:
-        return [n for n in self.nodes if name in n.parents]
 
     def factors_of(self, name: str) -> list[Node]:
         """The factors whose value depends on `name`: its Markov blanket's factors.
@@ -464,28 +463,31 @@ class _Deps:
             self.walk(s.stmts, block, ctx, loop_vars)
 
 
-def _family(transform: str | None, support: str, method: str) -> str:
-    """The family `ppl fit --method METHOD` gives a latent (see ppl.pipeline.choose_families)."""
-    if support == "binary":
-        return "Bernoulli (score-function gradient)"
-    if transform == "lower" and support == "positive":
-        if method == "auto":
-            return "gamma (SGVB)"
-        if method == "bbvi":
-            return "gamma (BBVI)"
-    if method == "bbvi":
-        plain = transform in (None, "identity")
-        return "mean-field Gaussian (BBVI)" + ("" if plain else ", unconstrained scale")
-    gauss = "full-rank Gaussian" if method == "fullrank" else "mean-field Gaussian"
-    if method == "dsvi":
-        gauss = "full-rank Gaussian (DSVI; --rank diag, --student-t NU)"
-    return gauss if transform in (None, "identity") else f"{gauss}, unconstrained scale"
+@dataclass
+class _Declared:
+    """A parameter's family-choice view from its declaration (no data: `ppl ir` without data)."""
+
+    name: str
+    binary: bool
+    kind: str
+    support: str
+    hyper: bool
+
+
+def _latent_family(d: ast.Decl, support: str, model, method: str) -> str:
+    """The family `ppl fit --method METHOD` gives the latent declared by `d` (the same choice,
+    ppl.families.choice; on the compiled model's latent when there is data)."""
+    latents = {lat.name: lat for lat in model.latents} if model is not None else {}
+    lat = latents.get(d.name) or _Declared(
+        d.name, d.spec.kind == "int", transform_kind(d.spec), support, d.hyper
+    )
+    if lat.hyper:
+        return POINT_ESTIMATE
+    return family_label(family_for(lat, method), method)
 
 
 def build_graph(checked: CheckedProgram, model=None, method: str = "advi") -> Graph:
     """The graph IR; `model` (a CompiledModel) adds concrete shapes from the data."""
-    from ppl.compiler import _transform_kind
-
     program = checked.program
     shape_env = None
     if model is not None:
@@ -548,7 +550,7 @@ def build_graph(checked: CheckedProgram, model=None, method: str = "advi") -> Gr
         if block == "transformed_data":
             nodes.append(decl_node(name, d, block, "data"))
     for d in program.parameters:
-        transform = "binary" if d.spec.kind == "int" else _transform_kind(d.spec)
+        transform = "binary" if d.spec.kind == "int" else transform_kind(d.spec)
         support = _support(d.spec, True)
         nodes.append(
             Node(
@@ -559,7 +561,7 @@ def build_graph(checked: CheckedProgram, model=None, method: str = "advi") -> Gr
                 shape_of(d.spec),
                 support,
                 _names(list(d.spec.bounds.values())),
-                "point estimate (type-II ML)" if d.hyper else _family(transform, support, method),
+                _latent_family(d, support, model, method),
                 transform,
                 d.pos.line,
                 dims=_dims(d.spec),

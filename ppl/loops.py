@@ -63,7 +63,7 @@ def _check(loop: ast.For) -> bool:
     dependent = {var} | locals_ | set(outer_writes)
     for name, writes in outer_writes.items():
         for w in writes:
-            if w.op != "=" or not _is_loop_element(w.lhs, var, dependent):
+            if w.op != "=" or not _is_loop_element(w.lhs, var):
                 return False
         # every read of an outer array written here must be exactly name[var, ...]
         for s in stmts:
@@ -74,7 +74,7 @@ def _check(loop: ast.For) -> bool:
                 if isinstance(e, ast.Index)
                 and isinstance(e.base, ast.Var)
                 and e.base.name == name
-                and _is_loop_element(e, var, dependent)
+                and _is_loop_element(e, var)
             }
             for e in reads:
                 if isinstance(e, ast.Var) and e.name == name and id(e) not in allowed:
@@ -103,7 +103,7 @@ def _check(loop: ast.For) -> bool:
     return True
 
 
-def _is_loop_element(e: ast.Expr, var: str, dependent: set[str]) -> bool:
+def _is_loop_element(e: ast.Expr, var: str) -> bool:
     """`x[var]` or `x[var, j...]` with the other indices independent of the loop."""
     if not (isinstance(e, ast.Index) and isinstance(e.base, ast.Var)):
         return False

@@ -1,4 +1,5 @@
-"""The stages wired together: model file -> checked program -> data -> compiled model -> fit."""
+"""The fit: a compiled model's latents by the chosen method (families from
+ppl.families.choice, the algorithms from ppl.inference), checked by PSIS, as constrained draws."""
 
 from __future__ import annotations
 
@@ -9,20 +10,14 @@ from functools import partial
 
 import numpy as np
 
-from ppl import ast
-from ppl.checker import CheckedProgram, check, decl_type
+from ppl.build import ELBO_ROWS
 from ppl.compiler import CompiledModel
-from ppl.data import DataSpec, load_data
 from ppl.diagnostics import USABLE, check_fit
-from ppl.errors import DataError, FitError, ModelError, PplError
-from ppl.evaluator import Evaluator
+from ppl.errors import FitError, ModelError, PplError
+from ppl.families.choice import choose_families, family_of
 from ppl.inference.advi import fit_advi
 from ppl.inference.refine import polish
 from ppl.inference.result import VIResult
-from ppl.parser import parse_file
-
-#: Under minibatches the ELBO is estimated on a fixed sample of this many rows (or 2 B).
-ELBO_ROWS = 10_000
 
 
 def elbo_sample_rows(batch: int) -> int:
@@ -46,117 +41,6 @@ METHODS = {
 }
 
 
-def load_model(path: str) -> CheckedProgram:
-    return check(parse_file(path))
-
-
-def _dim(e: ast.Expr, program: ast.Program, data_names: set[str]):
-    if isinstance(e, ast.Num) and isinstance(e.value, int):
-        return e.value
-    if isinstance(e, ast.Var) and e.name in data_names:
-        return e.name
-
-    def evaluate(values: dict) -> int:
-        v = Evaluator(program, dict(values)).expr(e)
-        return int(np.asarray(v).reshape(()))
-
-    return evaluate
-
-
-def _bound(e: ast.Expr | None, program: ast.Program):
-    if e is None:
-        return None
-    if isinstance(e, ast.Num):
-        return float(e.value)
-
-    def evaluate(values: dict):
-        return np.asarray(Evaluator(program, dict(values)).expr(e), dtype=float)
-
-    return evaluate
-
-
-def data_specs(checked: CheckedProgram) -> list[DataSpec]:
-    program = checked.program
-    lines = program.source.splitlines()
-    specs = []
-    names: set[str] = set()
-    for d in program.data:
-        spec = d.spec
-        t = decl_type(spec)
-        sizes = list(spec.sizes)
-        if spec.kind in ("cov_matrix", "corr_matrix", "cholesky_factor_corr") or (
-            spec.kind == "cholesky_factor_cov" and len(sizes) == 1
-        ):
-            sizes = sizes * 2
-        dims = [_dim(e, program, names) for e in spec.array_sizes + sizes]
-        text = lines[d.pos.line - 1].strip() if 0 < d.pos.line <= len(lines) else ""
-        specs.append(
-            DataSpec(
-                d.name,
-                t.base,
-                dims,
-                _bound(spec.bounds.get("lower"), program),
-                _bound(spec.bounds.get("upper"), program),
-                d.pos.line,
-                text,
-            )
-        )
-        names.add(d.name)
-    return specs
-
-
-def read_data(checked: CheckedProgram, paths: list[str], sets: dict[str, str] | None = None):
-    return load_data(data_specs(checked), list(paths), sets or {})
-
-
-def build(
-    model_path: str, data_paths: list[str], sets: dict[str, str] | None = None, seed: int = 0
-) -> CompiledModel:
-    checked = load_model(model_path)
-    data = read_data(checked, data_paths, sets)
-    return CompiledModel(checked, data, seed)
-
-
-def build_streamed(
-    model_path: str,
-    data_paths: list[str],
-    sets: dict[str, str] | None = None,
-    seed: int = 0,
-    *,
-    chunk_rows: int = 20000,
-    keep: int = ELBO_ROWS,
-):
-    """The model on a uniform sample of `keep` rows of the one CSV in `data_paths`, and the
-    stream (ppl.data_stream) that reads that file a chunk at a time for --stream."""
-    from ppl.data_stream import CsvStream
-
-    checked = load_model(model_path)
-    csvs = [p for p in data_paths if p.lower().endswith(".csv")]
-    if len(csvs) != 1:
-        raise DataError(
-            f"--stream reads the rows from one CSV file; {len(csvs)} were given"
-            + (f" ({', '.join(csvs)})" if csvs else "")
-        )
-    others = [p for p in data_paths if p != csvs[0]]
-    stream = CsvStream(csvs[0], data_specs(checked), others, sets or {}, chunk_rows)
-    sample = stream.scan(keep, np.random.default_rng([seed, 1]))
-    return CompiledModel(checked, sample, seed), stream
-
-
-def build_distributed(
-    model_path: str, data_paths: list[str], sets: dict[str, str] | None, seed: int, client, *,
-    keep: int = ELBO_ROWS,
-):  # fmt: skip
-    """The model on a uniform sample of `keep` rows of the CSV or Parquet files in `data_paths`
-    (globs), and the files' partitions on the Dask workers of `client` (ppl.distributed)."""
-    from ppl.distributed.partitions import read_partitions
-
-    checked = load_model(model_path)
-    data = read_partitions(client, checked, data_specs(checked), list(data_paths), sets or {})
-    sample = data.sample(keep, np.random.default_rng([seed, 1]))
-    return CompiledModel(checked, sample, seed), data
-
-
 @dataclass
 class FitResult:
     model: CompiledModel
@@ -172,76 +56,6 @@ class FitResult:
     diagnostics: dict = field(default_factory=dict)  # PSIS k-hat and more (ppl.diagnostics)
     notes: list[str] = field(default_factory=list)  # what `auto` decided, for the user
     description: str | None = None  # how q was made, when the method's name does not say
-
-
-FAMILY_NAMES = {
-    "gamma": "gamma",
-    "lognormal": "gaussian",
-    "gaussian": "gaussian",
-    "normal": "gaussian",
-}
-
-
-def choose_families(model: CompiledModel, method: str, overrides: dict[str, str] | None = None):
-    """The variational family of each latent: by support under `auto`, Gaussian under ADVI.
-
-    `auto` gives a gamma family to positive latents (declared with lower=0 and no upper bound),
-    a Gaussian on the unconstrained scale to the rest; `overrides` (from --family NAME=FAMILY)
-    replace the choice for single latents.
-    """
-    overrides = dict(overrides or {})
-    known = {lat.name for lat in model.latents}
-    for name, fam in overrides.items():
-        if name not in known:
-            raise ModelError(
-                f"--family {name}={fam}: '{name}' is not a parameter; parameters: "
-                + ", ".join(sorted(known))
-            )
-        if fam not in FAMILY_NAMES:
-            raise ModelError(
-                f"--family {name}={fam}: unknown family; choose one of "
-                + ", ".join(sorted(FAMILY_NAMES))
-            )
-    chosen = {}
-    for lat in model.latents:
-        if lat.binary:
-            if lat.name in overrides:
-                raise ModelError(
-                    f"--family {lat.name}={overrides[lat.name]}: '{lat.name}' is binary; its "
-                    "family is always Bernoulli"
-                )
-            chosen[lat.name] = "bernoulli"
-            continue
-        positive = lat.kind == "lower" and lat.support == "positive"
-        fam = "gamma" if (method in ("auto", "bbvi") and positive) else "gaussian"
-        if lat.name in overrides:
-            fam = FAMILY_NAMES[overrides[lat.name]]
-            if fam == "gamma" and not positive:
-                raise ModelError(
-                    f"--family {lat.name}=gamma: '{lat.name}' has support {lat.support}; the "
-                    "gamma family needs a positive parameter (declared with lower=0 only)"
-                )
-        chosen[lat.name] = fam
-    return chosen
-
-
-def family_of(latent, method: str, family: str = "gaussian") -> str:
-    if family == "bernoulli":
-        return "Bernoulli (score-function gradient)"
-    if family == "gamma":
-        if method == "bbvi":
-            return "gamma (score-function gradient)"
-        return "gamma (SGVB, inverse-CDF reparameterisation)"
-    gauss = "full-rank Gaussian" if method == "fullrank" else "mean-field Gaussian"
-    if method == "bbvi":
-        gauss += " (score-function gradient)"
-    if method == "dsvi":
-        if latent.hyper:
-            return family
-        gauss = family  # the fit's own label: rank and standard distribution
-    if latent.kind == "identity":
-        return gauss
-    return f"{gauss} on the unconstrained scale ({latent.kind} transform, support {latent.support})"
 
 
 def fit(

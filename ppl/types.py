@@ -93,10 +93,6 @@ def fast_shape(value) -> tuple[int, ...]:
         return onp.shape(value)
 
 
-def batch_ndim(value, stype: SType) -> int:
-    return fast_ndim(value) - stype.ndim
-
-
 _NUMBER_TYPES = (int, float, bool)
 
 

@@ -14,10 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ppl.build import build
 from ppl.checker import check
 from ppl.compiler import CompiledModel
 from ppl.parser import parse
-from ppl.pipeline import build, fit
+from ppl.pipeline import fit
 from ppl.summary import flatten_draws
 
 ROOT = Path(__file__).resolve().parent.parent

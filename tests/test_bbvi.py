@@ -209,8 +209,8 @@ def test_bpfa_indicator_blankets_are_its_patch_observed_pixels():
     # term and the observed pixels of patch i, nothing else (found by the probe, not by hand)
     from pathlib import Path
 
+    from ppl.build import load_model
     from ppl.inference.bbvi import log_joint_terms
-    from ppl.pipeline import load_model
 
     root = Path(__file__).resolve().parent.parent
     rng = np.random.default_rng(0)

@@ -14,9 +14,10 @@ import time
 import numpy as np
 import pytest
 
+from ppl.build import build, build_streamed
 from ppl.checkpoint import Checkpointer, Interrupted, load, write_atomic
 from ppl.errors import ModelError
-from ppl.pipeline import build, build_streamed, fit
+from ppl.pipeline import fit
 from tests.test_cli import NONCENTERED, SCHOOLS_JSON, run_main
 from tests.test_stream import _write
 

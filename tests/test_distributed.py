@@ -14,9 +14,10 @@ import pytest
 pytest.importorskip("distributed")
 pd = pytest.importorskip("pandas")
 
+from ppl.build import build, build_distributed  # noqa: E402
 from ppl.checkpoint import Checkpointer, Interrupted, load  # noqa: E402
 from ppl.errors import DataError  # noqa: E402
-from ppl.pipeline import build, build_distributed, fit  # noqa: E402
+from ppl.pipeline import fit  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = str(ROOT / "models" / "logistic_regression" / "fixed_prior.model")

@@ -246,7 +246,7 @@ def check_benchmark(block: Block):
 
 
 def check_stan(block: Block, cwd: Path):
-    from ppl.pipeline import load_model
+    from ppl.build import load_model
 
     path = cwd / f"example_{block.line}.stan"
     path.write_text(block.text)

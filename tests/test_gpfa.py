@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ppl.pipeline import build, fit, load_model
+from ppl.build import build, load_model
+from ppl.pipeline import fit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL = os.path.join(ROOT, "models", "gpfa", "gpfa.model")

@@ -8,8 +8,9 @@ import pytest
 from ppl.checker import check
 from ppl.compiler import CompiledModel
 from ppl.errors import ModelError
+from ppl.families.choice import choose_families
 from ppl.parser import parse
-from ppl.pipeline import choose_families, fit
+from ppl.pipeline import fit
 
 GAMMA_POISSON = """
 data { int N; array[N] int y; }

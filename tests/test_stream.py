@@ -6,12 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ppl.build import build, build_streamed, load_model
 from ppl.checker import check
 from ppl.compiler import CompiledModel
+from ppl.data_specs import data_specs, read_data
 from ppl.errors import DataError, ModelError
 from ppl.inference.subsample import Batches, StreamBatches, SubsampledLogJoint, sample_log_joint
 from ppl.parser import parse
-from ppl.pipeline import build, build_streamed, data_specs, fit, load_model, read_data
+from ppl.pipeline import fit
 from tests.test_cli import run_main
 
 REGRESSION = """

@@ -18,6 +18,7 @@ import numpy as np
 from ppl.checker import CheckedProgram, check
 from ppl.compiler import CompiledModel
 from ppl.data import CsvText, DataSpec, load_data, open_data_file
+from ppl.data_specs import data_specs
 from ppl.data_stream import row_variables
 from ppl.errors import DataError, PplError
 from ppl.parser import parse
@@ -98,8 +99,6 @@ def to_model_data(
     """A partition as the model's data (declared and transformed), on the worker. Its columns
     must be the first file's (`first`: its path and columns), or sizes such as K could differ."""
     checked = program(source, model_path)
-    from ppl.pipeline import data_specs
-
     columns = [str(c).strip() for c in frame.columns]
     if columns != list(first[1]):
         raise DataError(

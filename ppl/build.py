@@ -1,0 +1,66 @@
+"""Model file + data -> CompiledModel: in memory, on a sample of a streamed CSV, or on Dask."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ppl.checker import CheckedProgram, check
+from ppl.compiler import CompiledModel
+from ppl.data_specs import data_specs, read_data
+from ppl.errors import DataError
+from ppl.parser import parse_file
+
+#: Under minibatches the ELBO is estimated on a fixed sample of this many rows (or 2 B).
+ELBO_ROWS = 10_000
+
+
+def load_model(path: str) -> CheckedProgram:
+    return check(parse_file(path))
+
+
+def build(
+    model_path: str, data_paths: list[str], sets: dict[str, str] | None = None, seed: int = 0
+) -> CompiledModel:
+    checked = load_model(model_path)
+    data = read_data(checked, data_paths, sets)
+    return CompiledModel(checked, data, seed)
+
+
+def build_streamed(
+    model_path: str,
+    data_paths: list[str],
+    sets: dict[str, str] | None = None,
+    seed: int = 0,
+    *,
+    chunk_rows: int = 20000,
+    keep: int = ELBO_ROWS,
+):
+    """The model on a uniform sample of `keep` rows of the one CSV in `data_paths`, and the
+    stream (ppl.data_stream) that reads that file a chunk at a time for --stream."""
+    from ppl.data_stream import CsvStream
+
+    checked = load_model(model_path)
+    csvs = [p for p in data_paths if p.lower().endswith(".csv")]
+    if len(csvs) != 1:
+        raise DataError(
+            f"--stream reads the rows from one CSV file; {len(csvs)} were given"
+            + (f" ({', '.join(csvs)})" if csvs else "")
+        )
+    others = [p for p in data_paths if p != csvs[0]]
+    stream = CsvStream(csvs[0], data_specs(checked), others, sets or {}, chunk_rows)
+    sample = stream.scan(keep, np.random.default_rng([seed, 1]))
+    return CompiledModel(checked, sample, seed), stream
+
+
+def build_distributed(
+    model_path: str, data_paths: list[str], sets: dict[str, str] | None, seed: int, client, *,
+    keep: int = ELBO_ROWS,
+):  # fmt: skip
+    """The model on a uniform sample of `keep` rows of the CSV or Parquet files in `data_paths`
+    (globs), and the files' partitions on the Dask workers of `client` (ppl.distributed)."""
+    from ppl.distributed.partitions import read_partitions
+
+    checked = load_model(model_path)
+    data = read_partitions(client, checked, data_specs(checked), list(data_paths), sets or {})
+    sample = data.sample(keep, np.random.default_rng([seed, 1]))
+    return CompiledModel(checked, sample, seed), data

@@ -1,0 +1,211 @@
+"""The package's import direction: every ppl module imports only from its own stage or stages
+below it, in the order declared here (as stanc3's build checks its layering), and no import cycle.
+
+Imports are read with `ast`, function-level ones included, so a lazy `import` inside a function
+cannot hide an upward dependency. A new module must be placed in STAGES.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "ppl"
+
+#: Lowest first. A module belongs to the stage naming it or its nearest enclosing package
+#: ("ppl.inference" covers ppl.inference.*); "ppl" itself (the package's __init__) only itself.
+#: Within a stage imports may go either way (the cycle check still applies).
+STAGES: list[tuple[str, list[str]]] = [
+    ("foundation", ["ppl", "ppl.errors", "ppl.types", "ppl.ast"]),
+    ("parser", ["ppl.parser"]),
+    ("library", ["ppl.distributions", "ppl.functions", "ppl.transforms"]),
+    ("checker", ["ppl.checker"]),
+    ("evaluator", ["ppl.loops", "ppl.evaluator"]),
+    ("compiler", ["ppl.compiler"]),
+    # the families know no language: numerics on arrays, and the choice of one per latent
+    ("families", ["ppl.families"]),
+    ("ir", ["ppl.ir"]),
+    ("data", ["ppl.data", "ppl.data_stream", "ppl.data_specs"]),
+    # the fit loops' saved state: ADVI's and DSVI's loops write into a Checkpointer
+    ("checkpoint", ["ppl.checkpoint"]),
+    ("inference", ["ppl.inference"]),
+    ("diagnostics", ["ppl.diagnostics", "ppl.summary"]),
+    ("distributed", ["ppl.distributed"]),
+    ("build", ["ppl.build"]),
+    ("fit", ["ppl.pipeline"]),
+    ("reporting", ["ppl.output", "ppl.plots"]),
+    ("cli", ["ppl.cli"]),
+]
+
+#: (importer, imported) pairs allowed to go up a stage, each with its reason. None today.
+EXCEPTIONS: dict[tuple[str, str], str] = {}
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(source: str, name: str, is_package: bool, known: set[str]) -> set[str]:
+    """The ppl modules `source` (module `name`) imports, at any depth of the file."""
+    found: set[str] = set()
+    package = name if is_package else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            # `from ppl import ast` imports the module ppl.ast; `from ppl import __version__`
+            # the package itself
+            targets = [
+                f"{module}.{a.name}" if f"{module}.{a.name}" in known else module
+                for a in node.names
+            ]
+        else:
+            continue
+        found |= {t for t in targets if t == "ppl" or t.startswith("ppl.")}
+    found.discard(name)
+    return found
+
+
+def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
+    files = {module_name(p, root): p for p in sorted(root.rglob("*.py"))}
+    known = set(files)
+    return {
+        name: imports_of(p.read_text(), name, p.name == "__init__.py", known)
+        for name, p in files.items()
+    }
+
+
+def stage_of(module: str, stages=STAGES) -> int:
+    best, index = "", None
+    for i, (_, names) in enumerate(stages):
+        for n in names:
+            covers = module == n or (n != "ppl" and module.startswith(n + "."))
+            if covers and len(n) > len(best):
+                best, index = n, i
+    if index is None:
+        raise KeyError(f"{module} is in no stage of tests/test_layout.py STAGES; place it there")
+    return index
+
+
+def upward_imports(graph: dict[str, set[str]], stages=STAGES, exceptions=EXCEPTIONS):
+    """(importer, its stage, imported, its stage) for every import that goes up a stage."""
+    bad = []
+    for mod, deps in sorted(graph.items()):
+        for dep in sorted(deps):
+            i, j = stage_of(mod, stages), stage_of(dep, stages)
+            if j > i and (mod, dep) not in exceptions:
+                bad.append((mod, stages[i][0], dep, stages[j][0]))
+    return bad
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle among the graph's modules, as a path a -> ... -> a, or None."""
+    state: dict[str, int] = {}  # 1: on the stack, 2: done
+    stack: list[str] = []
+
+    def visit(m):
+        state[m] = 1
+        stack.append(m)
+        for d in sorted(graph.get(m, ())):
+            if state.get(d) == 1:
+                return stack[stack.index(d) :] + [d]
+            if d not in state and (found := visit(d)) is not None:
+                return found
+        stack.pop()
+        state[m] = 2
+        return None
+
+    for m in sorted(graph):
+        if m not in state and (found := visit(m)) is not None:
+            return found
+    return None
+
+
+def test_every_module_has_a_stage():
+    for mod in import_graph():
+        stage_of(mod)
+
+
+def test_imports_point_down_the_stages():
+    bad = upward_imports(import_graph())
+    assert not bad, "upward imports (importer [stage] -> imported [stage]):\n" + "\n".join(
+        f"  {m} [{s}] -> {d} [{t}]" for m, s, d, t in bad
+    )
+
+
+def test_no_import_cycle():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_exceptions_are_still_needed():
+    graph = import_graph()
+    for (mod, dep), reason in EXCEPTIONS.items():
+        assert reason and dep in graph.get(mod, set()), f"stale exception {mod} -> {dep}"
+
+
+# ---- the checks on a synthetic package ------------------------------------------------------
+
+
+def _package(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / "ppl"
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+SYNTHETIC_STAGES = [("low", ["ppl", "ppl.low"]), ("mid", ["ppl.mid"]), ("high", ["ppl.high"])]
+
+
+def test_an_upward_import_inside_a_function_is_found(tmp_path):
+    root = _package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "low.py": "def f():\n    from ppl.high import g\n    return g\n",
+            "mid/__init__.py": "from .core import x\n",
+            "mid/core.py": "from ppl import low\nx = 1\n",
+            "high.py": "import ppl.mid\nfrom ppl.mid.core import x\ndef g():\n    return x\n",
+        },
+    )
+    graph = import_graph(root)
+    assert graph["ppl.mid"] == {"ppl.mid.core"}  # relative import resolved
+    assert graph["ppl.mid.core"] == {"ppl.low"}  # `from ppl import low` is the module
+    assert graph["ppl.high"] == {"ppl.mid", "ppl.mid.core"}
+    assert upward_imports(graph, SYNTHETIC_STAGES, {}) == [("ppl.low", "low", "ppl.high", "high")]
+    allowed = {("ppl.low", "ppl.high"): "a reason"}
+    assert upward_imports(graph, SYNTHETIC_STAGES, allowed) == []
+    assert find_cycle(graph) == ["ppl.high", "ppl.mid", "ppl.mid.core", "ppl.low", "ppl.high"]
+
+
+def test_a_clean_synthetic_package_passes(tmp_path):
+    root = _package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "low.py": "import numpy\n",
+            "mid.py": "from ppl.low import numpy\n",
+            "high.py": "def g():\n    import ppl.mid\n    from . import low\n",
+        },
+    )
+    graph = import_graph(root)
+    assert graph["ppl.high"] == {"ppl.mid", "ppl.low"}
+    assert upward_imports(graph, SYNTHETIC_STAGES, {}) == []
+    assert find_cycle(graph) is None
+
+
+def test_a_module_without_a_stage_is_reported():
+    with pytest.raises(KeyError, match="ppl.newthing"):
+        stage_of("ppl.newthing")
