@@ -467,8 +467,12 @@ def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
         on = f"; estimated on a fixed sample of {result.elbo_rows[0]} of {result.elbo_rows[1]} rows"
     print(f"ELBO: {vi.elbo:.6g} ({'converged' if vi.converged else 'NOT converged'}{on})")
     diag = result.diagnostics
-    ended = ("the stopping rule (relative ELBO change < --tol-rel-obj)" if vi.converged
-             else f"the iteration cap (--iter {args.iter})")  # fmt: skip
+    if result.method == "auto" or (result.description or "").startswith("auto"):
+        ended = ("the fixed-draw optimum, reached by L-BFGS, settled as the draws grew"
+                 if vi.converged else "the fixed-draw optimum did not settle (see warnings)")
+    else:
+        ended = ("the stopping rule (relative ELBO change < --tol-rel-obj)" if vi.converged
+                 else f"the iteration cap (--iter {args.iter})")  # fmt: skip
     print(f"ended by: {ended}")
     if checkpointer is not None:
         resumed = " (resumed from it)" if args.resume else ""

@@ -84,6 +84,8 @@ def family_label(family: str, method: str) -> str:
     if family == "gamma":
         if method == "bbvi":
             return "gamma (score-function gradient)"
+        if method == "auto":
+            return "gamma (inverse-CDF reparameterisation, fixed draws)"
         return "gamma (SGVB, inverse-CDF reparameterisation)"
     if method == "dsvi":
         return "full-rank Gaussian (DSVI)" if family == "gaussian" else family

@@ -29,7 +29,7 @@ from ppl.inference.sgvb import Block, MixedFamily, SGVBResult
 #: Dense Hessians (from D Hessian-vector products in one batched call) up to this dimension.
 MAX_DENSE_DIM = 1000
 #: The largest draw set of the full-rank fit (D + D(D+1)/2 parameters: iterations cost more).
-FULL_RANK_MAX_DRAWS = 256
+FULL_RANK_MAX_DRAWS = 512
 #: Probe draws that rank the candidate starts by their ELBO.
 PROBE_DRAWS = 64
 
