@@ -530,8 +530,8 @@ def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
 
 def cmd_ir(args) -> int:
     from ppl.compiler import CompiledModel
+    from ppl.frontend import load_model, read_data
     from ppl.ir import build_graph
-    from ppl.pipeline import load_model, read_data
 
     checked = load_model(args.model)
     model = None
@@ -549,7 +549,7 @@ def cmd_ir(args) -> int:
 
 def cmd_check(args) -> int:
     from ppl.compiler import CompiledModel
-    from ppl.pipeline import load_model, read_data
+    from ppl.frontend import load_model, read_data
 
     checked = load_model(args.model)
     print(f"{args.model}: model OK")

@@ -9,17 +9,13 @@ from functools import partial
 
 import numpy as np
 
-from ppl import ast
-from ppl.checker import CheckedProgram, check, decl_type
 from ppl.compiler import CompiledModel
-from ppl.data import DataSpec, load_data
 from ppl.diagnostics import USABLE, check_fit
 from ppl.errors import DataError, FitError, ModelError, PplError
-from ppl.evaluator import Evaluator
+from ppl.frontend import data_specs, load_model, read_data
 from ppl.inference.advi import fit_advi
 from ppl.inference.refine import polish
 from ppl.inference.result import VIResult
-from ppl.parser import parse_file
 
 #: Under minibatches the ELBO is estimated on a fixed sample of this many rows (or 2 B).
 ELBO_ROWS = 10_000
@@ -44,69 +40,6 @@ METHODS = {
     "bbvi": "bbvi",
     "dsvi": "dsvi",
 }
-
-
-def load_model(path: str) -> CheckedProgram:
-    return check(parse_file(path))
-
-
-def _dim(e: ast.Expr, program: ast.Program, data_names: set[str]):
-    if isinstance(e, ast.Num) and isinstance(e.value, int):
-        return e.value
-    if isinstance(e, ast.Var) and e.name in data_names:
-        return e.name
-
-    def evaluate(values: dict) -> int:
-        v = Evaluator(program, dict(values)).expr(e)
-        return int(np.asarray(v).reshape(()))
-
-    return evaluate
-
-
-def _bound(e: ast.Expr | None, program: ast.Program):
-    if e is None:
-        return None
-    if isinstance(e, ast.Num):
-        return float(e.value)
-
-    def evaluate(values: dict):
-        return np.asarray(Evaluator(program, dict(values)).expr(e), dtype=float)
-
-    return evaluate
-
-
-def data_specs(checked: CheckedProgram) -> list[DataSpec]:
-    program = checked.program
-    lines = program.source.splitlines()
-    specs = []
-    names: set[str] = set()
-    for d in program.data:
-        spec = d.spec
-        t = decl_type(spec)
-        sizes = list(spec.sizes)
-        if spec.kind in ("cov_matrix", "corr_matrix", "cholesky_factor_corr") or (
-            spec.kind == "cholesky_factor_cov" and len(sizes) == 1
-        ):
-            sizes = sizes * 2
-        dims = [_dim(e, program, names) for e in spec.array_sizes + sizes]
-        text = lines[d.pos.line - 1].strip() if 0 < d.pos.line <= len(lines) else ""
-        specs.append(
-            DataSpec(
-                d.name,
-                t.base,
-                dims,
-                _bound(spec.bounds.get("lower"), program),
-                _bound(spec.bounds.get("upper"), program),
-                d.pos.line,
-                text,
-            )
-        )
-        names.add(d.name)
-    return specs
-
-
-def read_data(checked: CheckedProgram, paths: list[str], sets: dict[str, str] | None = None):
-    return load_data(data_specs(checked), list(paths), sets or {})
 
 
 def build(

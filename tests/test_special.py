@@ -6,6 +6,10 @@ Values are scipy's; first and second derivatives are autograd.scipy.special's to
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import autograd.numpy as anp
 import autograd.scipy.special as asp
 import numpy as np
@@ -14,6 +18,8 @@ import scipy.special as ss
 from autograd import elementwise_grad, grad
 
 from ppl import special
+
+ROOT = Path(__file__).resolve().parent.parent
 
 POSITIVE = np.array([0.05, 0.3, 1.0, 1.7, 4.5, 12.0, 80.0])
 REAL = np.array([-30.0, -4.0, -1.1, -0.2, 0.0, 0.4, 2.5, 7.0, 35.0])
@@ -178,3 +184,31 @@ def test_logsumexp_forward_mode():
         ours = make_jvp(lambda x, kw=kwargs: special.logsumexp(x, **kw))(x)(v)
         theirs = make_jvp(lambda x, kw=kwargs: asp.logsumexp(x, **kw))(x)(v)
         np.testing.assert_array_equal(ours[1], theirs[1])
+
+
+def _modules_after(code: str) -> set[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", code + "\nimport sys\nprint('\\n'.join(sorted(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    return set(out.stdout.split())
+
+
+def test_fit_path_does_not_import_autograd_scipy_or_scipy_stats():
+    loaded = _modules_after("import ppl.cli, ppl.pipeline, ppl.special, ppl.inference.sgvb")
+    assert not {m for m in loaded if m.startswith("autograd.scipy")}
+    assert "scipy.stats" not in loaded
+
+
+def test_check_imports_no_scipy():
+    loaded = _modules_after(
+        "from ppl.cli import main\n"
+        "main(['check', 'models/eight_schools/noncentered.model', "
+        "'models/eight_schools/eight_schools.json'])"
+    )
+    assert not {m for m in loaded if m == "scipy" or m.startswith("scipy.")}
+    assert "ppl.pipeline" not in loaded

@@ -98,7 +98,7 @@ def to_model_data(
     """A partition as the model's data (declared and transformed), on the worker. Its columns
     must be the first file's (`first`: its path and columns), or sizes such as K could differ."""
     checked = program(source, model_path)
-    from ppl.pipeline import data_specs
+    from ppl.frontend import data_specs
 
     columns = [str(c).strip() for c in frame.columns]
     if columns != list(first[1]):
