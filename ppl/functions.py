@@ -10,9 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import autograd.numpy as np
-import autograd.scipy.special as sps
 import numpy as onp
 
+from ppl import special as sps
 from ppl.distributions.base import where, xlogy
 from ppl.types import (
     INT,

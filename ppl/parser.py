@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
+import os
+import sys
+import tempfile
 from importlib import resources
 from pathlib import Path
 
@@ -36,9 +41,60 @@ def _grammar_text() -> str:
         return (Path(__file__).resolve().parent.parent / "grammars" / _GRAMMAR_FILE).read_text()
 
 
+_LARK_OPTIONS = {"parser": "lalr", "propagate_positions": True, "maybe_placeholders": True}
+
+
 @functools.lru_cache(maxsize=1)
 def _lark() -> Lark:
-    return Lark(_grammar_text(), parser="lalr", propagate_positions=True, maybe_placeholders=True)
+    """The LALR parser of the grammar; its tables (0.25 s to build) come from a cache file."""
+    grammar = _grammar_text()
+    path = _cache_path(grammar)
+    if path is not None:
+        try:
+            with open(path, "rb") as f:
+                return Lark.load(f)
+        except Exception:  # missing, unreadable, truncated or from another Lark: build it anew
+            pass
+    parser = Lark(grammar, **_LARK_OPTIONS)
+    if path is not None:
+        _save(parser, path)
+    return parser
+
+
+def _cache_path(grammar: str) -> Path | None:
+    """Where the parser built from `grammar` is cached: in $XDG_CACHE_HOME/ppl (default
+    ~/.cache/ppl), under a name keyed by the grammar's text, the options and the versions of Lark
+    and Python, so that an edited grammar or another Lark gets a parser of its own. None when no
+    cache directory can be named; PPL_NO_CACHE set (non-empty) turns the cache off."""
+    if os.environ.get("PPL_NO_CACHE"):
+        return None
+    root = os.environ.get("XDG_CACHE_HOME") or ""
+    if not os.path.isabs(root):  # unset, empty or relative: the spec says to ignore it
+        try:
+            root = os.path.join(Path.home(), ".cache")
+        except (RuntimeError, KeyError, OSError):
+            return None
+    key = "\n".join([grammar, repr(sorted(_LARK_OPTIONS.items())), lark.__version__, sys.version])
+    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
+    return Path(root) / "ppl" / f"grammar-{digest}.lark"
+
+
+def _save(parser: Lark, path: Path) -> None:
+    """Write the parser's tables to `path` atomically (a rename), or silently not at all."""
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("wb", dir=path.parent, prefix=".tmp-", delete=False) as f:
+            tmp = f.name
+            parser.save(f)
+        os.replace(tmp, path)
+        tmp = None
+    except Exception:  # read-only home, full disk, ...: the parser works without its cache
+        pass
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 def _pos(meta) -> ast.Pos:

@@ -19,10 +19,10 @@ from typing import Any
 
 import autograd.numpy as anp
 import numpy as np
-from autograd.scipy.special import expit
 from autograd.tracer import getval
 
 from ppl.errors import ModelError
+from ppl.special import expit
 
 __all__ = [
     "TRANSFORM_KINDS",

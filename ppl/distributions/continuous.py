@@ -6,7 +6,8 @@ from typing import Any
 
 import autograd.numpy as np
 import numpy as onp
-from autograd.scipy.special import betaln, gammaln
+
+from ppl.special import betaln, gammaln
 
 from .base import LOG_2, LOG_2PI, LOG_PI, Distribution, batch_shape, raw, safe, where_support
 

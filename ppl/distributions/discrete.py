@@ -10,7 +10,8 @@ from typing import Any
 
 import autograd.numpy as np
 import numpy as onp
-from autograd.scipy.special import betaln, expit, gammaln, logsumexp
+
+from ppl.special import betaln, expit, gammaln, logsumexp
 
 from .base import (
     Distribution,

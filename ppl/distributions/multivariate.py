@@ -6,7 +6,8 @@ from typing import Any
 
 import autograd.numpy as np
 import numpy as onp
-from autograd.scipy.special import gammaln
+
+from ppl.special import gammaln
 
 from .base import LOG_2PI, Distribution, batch_shape, raw, safe, where, where_support
 

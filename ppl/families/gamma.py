@@ -41,9 +41,10 @@ from __future__ import annotations
 import autograd.numpy as anp
 import numpy as np
 from autograd.extend import defvjp, primitive
-from autograd.scipy.special import digamma as _a_digamma
-from autograd.scipy.special import gammaln as _a_gammaln
 from scipy.special import digamma, gammaincinv, gammaln
+
+from ppl.special import digamma as _a_digamma
+from ppl.special import gammaln as _a_gammaln
 
 __all__ = [
     "gamma_sample",

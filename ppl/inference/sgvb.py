@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 import autograd.numpy as anp
 import numpy as np
 from autograd import value_and_grad
-from autograd.scipy.special import digamma, gammaln
 from scipy.special import digamma as scipy_digamma
 from scipy.special import ndtr, polygamma
 
@@ -31,6 +30,7 @@ from ppl.families.gamma import gamma_sample_log
 from ppl.inference.deterministic import guarded_mean, minimise, not_worse, reached_optimum
 from ppl.inference.draws import fixed_normal_draws
 from ppl.inference.optimizers import make_optimizer
+from ppl.special import digamma, gammaln
 
 FAMILIES = ("gaussian", "gamma")
 _U_EPS = 1e-12  # keeps Phi(eps) strictly inside (0, 1)
