@@ -270,23 +270,32 @@ def _validate_options(args):
                            "(not with --scheduler)")  # fmt: skip
 
 
+#: The progress bar appears once a fit has run this long (seconds): a quicker one shows none,
+#: and does not pay for importing tqdm.
+BAR_DELAY = 0.5
+
+
 def _progress_bar(total: int, quiet: bool):
     if quiet:
         return None, lambda: None
-    from tqdm import tqdm
-
-    bar = tqdm(
-        total=total,
-        file=sys.stderr,
-        desc="fit",
-        unit="it",
-        mininterval=0.25,
-        leave=False,
-        dynamic_ncols=True,
-    )
-    state = {"last": 0}
+    state = {"last": 0, "bar": None, "start": time.perf_counter()}
 
     def progress(iteration: int, elbo):
+        bar = state["bar"]
+        if bar is None:
+            if time.perf_counter() - state["start"] < BAR_DELAY:
+                return
+            from tqdm import tqdm
+
+            bar = state["bar"] = tqdm(
+                total=total,
+                file=sys.stderr,
+                desc="fit",
+                unit="it",
+                mininterval=0.25,
+                leave=False,
+                dynamic_ncols=True,
+            )
         step = iteration - state["last"]
         if step > 0:
             bar.update(step)
@@ -294,7 +303,11 @@ def _progress_bar(total: int, quiet: bool):
         if elbo is not None:
             bar.set_postfix_str(f"ELBO {elbo:.6g}", refresh=False)
 
-    return progress, bar.close
+    def close():
+        if state["bar"] is not None:
+            state["bar"].close()
+
+    return progress, close
 
 
 def _variational_parameters(result) -> dict:

@@ -12,7 +12,7 @@ import numpy as np
 
 from ppl.build import ELBO_ROWS
 from ppl.compiler import CompiledModel
-from ppl.diagnostics import USABLE, check_fit
+from ppl.diagnostics import GOOD, USABLE, check_fit
 from ppl.errors import FitError, ModelError, PplError
 from ppl.families.choice import choose_families, family_of
 from ppl.inference.advi import fit_advi
@@ -228,9 +228,8 @@ def fit(
         log_joint = partial(model.log_joint, binary=bool(binary))
     result = _result(model, vi, vi_method, chosen, log_joint, rng, draws=draws, seed=seed,
                      seconds=seconds, refinement=refine_info, elbo_rows=elbo_rows)  # fmt: skip
-    if method == "auto" and not binary and not families and result.diagnostics["khat"] > USABLE:
-        if vi_method == "auto":
-            return _richer_if_better(result, log_joint, rng, seed=int(rng.integers(2**31)))
+    if vi_method == "auto" and not families and result.diagnostics["khat"] > GOOD:
+        return _richer_if_better(result, log_joint, rng, seed=int(rng.integers(2**31)))
     if (
         method == "auto"
         and not binary
@@ -271,23 +270,26 @@ def _result(model, vi, vi_method, chosen, log_joint, rng, *, draws, seed, second
 
 
 def _richer_if_better(first: FitResult, log_joint, rng, *, seed: int) -> FitResult:
-    """The deterministic road's answer to a k-hat above 0.7, cheapest first: the mean-field
-    fit's linear-response covariance (ppl.inference.auto.linear_response), then, while k-hat
-    still says no and D <= FULL_RANK_MAX_DIM, a full-rank Gaussian on a fixed-draw ELBO
-    (ppl.inference.auto.richer). Each candidate is kept when its ELBO on its own output draws
-    is higher than the best so far (all on the same unconstrained space, so comparable)."""
+    """The deterministic road's answer to a k-hat that is not good (> 0.5: k-hat near 0.7 is
+    too noisy a line between keeping a mean-field q and correcting it), cheapest first: the
+    mean-field fit's linear-response covariance (ppl.inference.auto.linear_response), then, for
+    D <= FULL_RANK_MAX_DIM, a full-rank Gaussian on a fixed-draw ELBO from the best start so
+    far (ppl.inference.auto.richer; the linear-response Gaussian keeps a gamma block's mean of
+    log x, so its mean of x can be off). Each candidate is kept when its ELBO on its own output
+    draws is higher than the best so far (all on the same unconstrained space: comparable)."""
     from ppl.inference.auto import linear_response, richer
 
     model = first.model
     gaussian = {lat.name: "gaussian" for lat in model.latents}
     draws = len(next(iter(first.draws.values())))
     best, spent, tried = first, 0, []
-    steps = [("linear-response covariance", lambda: linear_response(first.vi))]
+    kept: list = []  # full-covariance candidates so far: starts for the full-rank fit
+    steps = [("linear-response covariance",
+              lambda: linear_response(model.log_joint, first.vi, seed=seed))]  # fmt: skip
     if model.dim <= FULL_RANK_MAX_DIM:
-        steps.append(("full-rank Gaussian", lambda: richer(model.log_joint, first.vi, seed=seed)))
+        steps.append(("full-rank Gaussian",
+                      lambda: richer(model.log_joint, first.vi, seed=seed, starts=tuple(kept))))
     for name, make in steps:
-        if best.diagnostics["khat"] <= USABLE:
-            break
         start = time.perf_counter()
         try:
             with np.errstate(all="ignore"):
@@ -297,6 +299,7 @@ def _richer_if_better(first: FitResult, log_joint, rng, *, seed: int) -> FitResu
             continue
         if q is None:
             continue
+        kept.append(q)
         spent += q.grad_evals
         candidate = _result(model, q, "fullrank", gaussian, log_joint, rng, draws=draws,
                             seed=first.seed, seconds=time.perf_counter() - start)  # fmt: skip
@@ -319,7 +322,7 @@ def _richer_if_better(first: FitResult, log_joint, rng, *, seed: int) -> FitResu
             best.vi.iterations = first.vi.iterations + best.vi.iterations
         best.notes.append(
             f"auto: the mean-field fit had PSIS k-hat {first.diagnostics['khat']:.2f} > "
-            f"{USABLE}; " + "; ".join(tried)
+            f"{GOOD}; " + "; ".join(tried)
         )
     return best
 

@@ -100,7 +100,7 @@ def test_linear_response_covariance_is_exact_on_a_gaussian_target():
     first = _gaussian_fit(model)
     mean, sd = first.family.moments(first.theta)
     assert np.allclose(sd, 1 / np.sqrt(np.diag(np.linalg.inv(Sigma))), rtol=1e-5)
-    q = linear_response(first)
+    q = linear_response(model.log_joint, first)
     assert np.allclose(q.mean, 0, atol=1e-6)
     assert np.allclose(q.cov, Sigma, rtol=1e-4, atol=1e-6)
 
@@ -138,3 +138,28 @@ def test_default_fit_counts_hundreds_of_gradients_not_tens_of_thousands(seed):
     result = fit(build(SCHOOLS[0], SCHOOLS[1:], seed=seed), "auto", seed=seed)
     assert result.method == "auto" and result.vi.converged
     assert result.vi.grad_evals < 5000
+
+
+def test_hierarchical_model_with_104_parameters_gets_every_sd_within_20_percent_of_nuts():
+    """Varying intercepts for 100 groups (models/varying_intercepts, NumPyro NUTS reference of
+    4 x 2000 draws stored beside it). Mean-field sds of mu and tau are 0.43 and 0.62 of NUTS's;
+    k-hat flags that fit and auto keeps its linear-response covariance. Tolerances: 4000 draws
+    of q estimate an sd to 1.1% and a mean to 0.016 sd; the reference's own error is smaller."""
+    import json
+
+    from ppl.summary import flatten_draws
+
+    folder = "models/varying_intercepts/"
+    model = build(folder + "varying_intercepts.model",
+                  [folder + "varying_intercepts.csv", folder + "sizes.json"], seed=1)  # fmt: skip
+    result = fit(model, "auto", seed=1, draws=4000)
+    assert "linear-response covariance" in result.notes[0]
+    assert result.diagnostics["khat"] <= 0.7
+    ref = json.loads(open(folder + "nuts_reference.json").read())
+    names, matrix = flatten_draws(result.draws)
+    column = {n: i for i, n in enumerate(names)}
+    ratios = {k: matrix[:, column[k]].std() / ref["sd"][k] for k in ref["sd"]}
+    errors = {k: abs(matrix[:, column[k]].mean() - ref["mean"][k]) / ref["sd"][k]
+              for k in ref["mean"]}  # fmt: skip
+    assert all(0.8 <= r <= 1.2 for r in ratios.values()), min(ratios.items(), key=lambda kv: kv[1])
+    assert max(errors.values()) < 0.3

@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "ppl"
 #: ("ppl.inference" covers ppl.inference.*); "ppl" itself (the package's __init__) only itself.
 #: Within a stage imports may go either way (the cycle check still applies).
 STAGES: list[tuple[str, list[str]]] = [
-    ("foundation", ["ppl", "ppl.errors", "ppl.types", "ppl.ast"]),
+    ("foundation", ["ppl", "ppl.errors", "ppl.types", "ppl.ast", "ppl.special"]),
     ("parser", ["ppl.parser"]),
     ("library", ["ppl.distributions", "ppl.functions", "ppl.transforms"]),
     ("checker", ["ppl.checker"]),

@@ -112,37 +112,48 @@ def laplace_start(mode: np.ndarray, precision: np.ndarray | None) -> VIResult | 
     return VIResult("fullrank", np.array(mode, float), L, [], -np.inf, 0, 0, False, 0.0, 0.0)
 
 
-def linear_response(first: SGVBResult) -> VIResult | None:
+def linear_response(log_joint: Callable, first: SGVBResult, *, seed: int = 0) -> VIResult | None:
     """N(E_q[zeta], Sigma_LR): the first fit's means with its linear-response covariance
     (ppl.inference.linear_response), or None when it cannot be had (too many parameters, or
-    the fixed-draw optimum is not strict)."""
+    the fixed-draw optimum is not strict). Fewer draws than D leave the fixed-draw ELBO nearly
+    flat along some directions of q's parameters, and H^-1 there is noise: the fit is then
+    solved once more, from its optimum, on D draws (rounded up to a power of 2) first."""
     from ppl.inference.linear_response import MAX_LR_PARAMETERS, lr_covariance
 
     info = first.polish or {}
     coordinates, optimum = info.get("coordinates"), info.get("optimum")
     if coordinates is None or coordinates.size > MAX_LR_PARAMETERS:
         return None
-    evals_before = info["evaluations"]["evals"]
+    objective, counter = info["objective"], info["evaluations"]
+    evals_before = counter["evals"]
+    extra = 0
+    if info["rounds"][-1]["draws"] < coordinates.dim:
+        n = coordinates.dim
+        again = fit_fixed_draws(log_joint, coordinates, optimum, seed=seed, first_draws=n,
+                                max_draws=n)  # fmt: skip
+        objective, optimum = again.polish["objective"], again.theta
+        counter, evals_before, extra = again.polish["evaluations"], 0, again.grad_evals
     try:
         with np.errstate(all="ignore"):
-            cov = lr_covariance(info["objective"], coordinates.mean_map, optimum)
+            cov = lr_covariance(objective, coordinates.mean_map, optimum)
             L = np.linalg.cholesky(cov)
     except (np.linalg.LinAlgError, ValueError, FloatingPointError, ArithmeticError):
         return None
     if not np.all(np.isfinite(L)):
         return None
     mean = np.asarray(coordinates.mean_map(optimum), dtype=float)
-    evals = info["evaluations"]["evals"] - evals_before
+    evals = counter["evals"] - evals_before + (extra if counter is not info["evaluations"] else 0)
     return VIResult("fullrank", mean, L, [], first.elbo, 0, evals, True, 0.0, 0.0)
 
 
-def richer(log_joint: Callable, first: SGVBResult, *, seed: int = 0) -> VIResult:
+def richer(log_joint: Callable, first: SGVBResult, *, seed: int = 0,
+           starts: tuple[VIResult, ...] = ()) -> VIResult:  # fmt: skip
     """A full-rank Gaussian by L-BFGS on a fixed-draw ELBO with growing draws, in coordinates
     relative to the better (by ELBO on probe draws) of the Laplace approximation and the first
-    fit, so that theta = 0 is that start."""
+    fit (or any of `starts`), so that theta = 0 is that start."""
     info = first.polish or {}
     start = as_gaussian(first)
-    candidates = [start]
+    candidates = [start, *starts]
     lap = laplace_start(info.get("mode", start.mean), info.get("precision"))
     if lap is not None:
         candidates.append(lap)
