@@ -38,7 +38,7 @@ do not; --cold-pytensor gives every PyMC run an empty cache (a first run). With 
 Columns: wall s (median), peak RSS MB (median of ru_maxrss), gradient evaluations (ppl's count;
 the peers' are in the JSON and the notes: SVI/ADVI one per step, NUTS its leapfrog steps),
 notes (ppl: its target and whether it is met; everyone: time relative to ppl's, and where the
-time went as the process itself measured it).
+time went as the process itself measured it, medians over the runs).
 """
 
 from __future__ import annotations
@@ -118,6 +118,11 @@ class Row:
 
     def median(self, attr: str) -> float | None:
         values = [getattr(r, attr) for r in self.ok]
+        return statistics.median(values) if values else None
+
+    def inner(self, key: str):
+        """The median over the runs of a number the process reported about itself."""
+        values = [r.inner[key] for r in self.ok if isinstance(r.inner.get(key), (int, float))]
         return statistics.median(values) if values else None
 
 
@@ -222,21 +227,21 @@ def notes(row: Row, spec: Spec, ppl_wall: float | None) -> str:
     if not row.ok:
         return "FAILED: " + (row.runs[0].error or "?")
     wall, rss = row.median("wall_s"), row.median("rss_mb")
-    inner = row.ok[0].inner
     out = []
     if row.tool == "ppl":
         met = wall <= spec.target_s and (spec.target_mb is None or rss <= spec.target_mb)
         target = f"<= {spec.target_s:g} s" + (f", <= {spec.target_mb:g} MB" if spec.target_mb
                                                else "")  # fmt: skip
         out.append(f"target {target}: {'met' if met else 'NOT met'}")
-        out.append(f"fit {inner['fit_s']:.2f} s of it")
-        if "khat" in inner:
-            out.append(f"k-hat {inner['khat']}")
+        out.append(f"fit {row.inner('fit_s'):.2f} s of it")
+        if "khat" in row.ok[0].inner:
+            out.append(f"k-hat {row.ok[0].inner['khat']}")
     else:
         if ppl_wall:
             out.append(f"{wall / ppl_wall:.1f}x ppl's time")
-        out.append(f"import {inner['import_s']:.1f} s, fit+compile {inner['fit_s']:.1f} s")
-        out.append(f"{inner['grad_evals']} grad evals")
+        out.append(f"import {row.inner('import_s'):.1f} s, "
+                   f"fit+compile {row.inner('fit_s'):.1f} s")  # fmt: skip
+        out.append(f"{row.ok[0].inner['grad_evals']} grad evals")
     failed = len(row.runs) - len(row.ok)
     if failed:
         out.append(f"{failed} of {len(row.runs)} runs failed")
