@@ -11,6 +11,7 @@ header row*; JSON indices are 1-based like Stan's (``y[3, 2]``).
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import itertools
@@ -128,12 +129,15 @@ def file_error(path: str, e: OSError) -> DataError:
     return DataError(f"{path}: cannot read the data file: {e.strerror or e}")
 
 
-def _read_text(path: str) -> str:
-    """Read a whole data file as UTF-8, turning every OS/decoding problem into a DataError."""
+def _read_bytes(path: str) -> bytes:
     try:
-        raw = Path(path).read_bytes()
+        return Path(path).read_bytes()
     except OSError as e:
         raise file_error(path, e) from None
+
+
+def _decode(path: str, raw: bytes) -> str:
+    """The UTF-8 text of a data file (a BOM dropped); a DataError if it is not UTF-8 or empty."""
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
@@ -145,6 +149,27 @@ def _read_text(path: str) -> str:
     if not text.strip():
         raise DataError(f"{path}: the file is empty")
     return text
+
+
+def _read_text(path: str) -> str:
+    """Read a whole data file as UTF-8, turning every OS/decoding problem into a DataError."""
+    return _decode(path, _read_bytes(path))
+
+
+# what str.strip() removes from ASCII text
+_ASCII_SPACE = b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"
+
+
+def _read_utf8(path: str) -> bytes:
+    """A data file's bytes, checked as :func:`_read_text` checks them (a BOM dropped), without
+    keeping a decoded copy: CSV files are parsed from their bytes."""
+    raw = _read_bytes(path)
+    if raw.isascii():
+        if not raw.strip(_ASCII_SPACE):
+            raise DataError(f"{path}: the file is empty")
+        return raw
+    _decode(path, raw)
+    return raw[len(codecs.BOM_UTF8) :] if raw.startswith(codecs.BOM_UTF8) else raw
 
 
 def _field_count(row: str | list[str]) -> int:
@@ -179,53 +204,123 @@ def _split_column_name(name: str) -> tuple[str, tuple[int, ...]]:
     return name, ()
 
 
+_WIDEST = 64  # wider cells are parsed as strings: no number needs more characters
+_BLOCK_BYTES = 1 << 20  # the byte matrix of one block of rows
+
+
+def _cast_spans(data: bytes, starts: np.ndarray, ends: np.ndarray, dtype) -> np.ndarray | None:
+    """The cells data[starts[i]:ends[i]] cast to ``dtype`` by numpy (as float() / int() would
+    parse them), or None if a cell does not parse or is wider than _WIDEST bytes. The cells are
+    copied into a NUL-padded (rows, width) byte matrix a block of rows at a time."""
+    lengths = ends - starts
+    out = np.empty(len(lengths), dtype=dtype)
+    if not len(lengths):
+        return out
+    width = int(lengths.max())
+    if width > _WIDEST:
+        return None
+    width = max(width, 1)
+    buf = np.frombuffer(data, dtype=np.uint8)
+    offsets = np.arange(width)
+    step = max(1, _BLOCK_BYTES // width)
+    for i in range(0, len(lengths), step):
+        index = starts[i : i + step, None] + offsets
+        np.minimum(index, len(buf) - 1, out=index)
+        cells = buf[index]
+        cells[offsets >= lengths[i : i + step, None]] = 0
+        try:
+            out[i : i + step] = cells.view(f"S{width}").ravel().astype(dtype)
+        except (ValueError, OverflowError, TypeError):
+            return None
+    return out
+
+
 class CsvText:
-    """A parsed CSV file: header, rows of strings, and lazily converted numeric columns."""
+    """A parsed CSV file: header, where each cell is, and lazily converted numeric columns.
+
+    Plain files (no quotes, no lone carriage returns) are parsed from their bytes with numpy: the
+    lines and fields are found once (an array of where each cell ends), and a column is turned
+    into numbers only when a variable asks for it, a block of rows at a time, without a Python
+    string per cell. Files that quote fields go through the csv module and keep their cells as
+    strings. Either way a column is parsed exactly as float() / int() parse its cells, and a bad
+    cell is reported with its row and column.
+    """
 
     kind = "csv"
 
-    def __init__(self, path: str, text: str, row0: int = 0) -> None:
-        """`row0`: rows of the file before this text (a chunk of a streamed file), for messages."""
+    def __init__(self, path: str, text: str | bytes, row0: int = 0) -> None:
+        """`text`: the file's text, or its UTF-8 bytes without a BOM (as :func:`_read_utf8`
+        gives them); `row0`: rows of the file before this text (a chunk of a streamed file), for
+        messages."""
         self.path, self.row0 = path, row0
-        plain = text.replace("\r\n", "\n") if "\r" in text else text
-        quoted = '"' in plain or "\r" in plain
-        if quoted:
-            header, lines = self._split_with_csv(text)
-        else:  # no quoting: plain string splitting is several times faster than csv.reader
-            header, lines = self._split_plain(plain)
-        self.header = [c.strip() for c in header]
-        ncol = self.ncol = len(self.header)
-        self.nrows = len(lines)
-        counts = np.fromiter(map(_field_count, lines), dtype=np.int64, count=len(lines))
-        if ncol == 1:  # a blank line in a one-column file is an empty cell
-            counts[counts == 0] = 1
-        bad = np.flatnonzero(counts != ncol)
-        if bad.size:
-            i = int(bad[0])
-            raise DataError(
-                f"{path}: row {row0 + i + 1} has {counts[i]} field{'s' if counts[i] != 1 else ''}, "
-                f"the header has {ncol}"
-            )
-        # all cells, row after row: column j is cells[j::ncol]
-        if quoted:
+        data = text.encode("utf-8") if isinstance(text, str) else text
+        if b"\r" in data:
+            data = data.replace(b"\r\n", b"\n")
+        self._ends: np.ndarray | None = None
+        if b'"' in data or b"\r" in data:
+            original = text if isinstance(text, str) else text.decode("utf-8")
+            header, lines = self._split_with_csv(original)
+            self._set_header(header)
+            self._check_counts(np.fromiter(map(_field_count, lines), np.int64, len(lines)))
+            # all cells, row after row: column j is cells[j::ncol]
             self.cells: list[str] = [c for row in lines for c in (row or [""])]
-        else:
-            self.cells = ",".join(lines).split(",") if lines else []
+        else:  # no quoting: the fields are where the commas and line breaks are
+            self._split_bytes(data)
         self._check_header()
         self._cache: dict[tuple[int, bool], np.ndarray] = {}
 
-    def _split_plain(self, text: str) -> tuple[list[str], list[str]]:
-        """Header fields and data lines of a CSV text that has no quotes and only \\n breaks."""
-        lines = text.split("\n")
-        h = 0
-        while h < len(lines) and not lines[h].replace(",", "").strip():
-            h += 1
-        if h == len(lines):
-            raise DataError(f"{self.path}: the file is empty")
-        body = lines[h + 1 :]
-        while body and not body[-1]:  # blank lines at the end of the file
-            body.pop()
-        return lines[h].split(","), body
+    def _set_header(self, header: list[str]) -> None:
+        self.header = [c.strip() for c in header]
+        self.ncol = len(self.header)
+
+    def _check_counts(self, counts: np.ndarray) -> None:
+        """Every data row must have the header's number of fields (an empty line has none)."""
+        self.nrows = len(counts)
+        if self.ncol == 1:  # a blank line in a one-column file is an empty cell
+            counts[counts == 0] = 1
+        bad = np.flatnonzero(counts != self.ncol)
+        if bad.size:
+            i = int(bad[0])
+            raise DataError(
+                f"{self.path}: row {self.row0 + i + 1} has {counts[i]} "
+                f"field{'s' if counts[i] != 1 else ''}, the header has {self.ncol}"
+            )
+
+    def _split_bytes(self, data: bytes) -> None:
+        """Header, row count and cell ends of a CSV text that has no quotes and only \\n
+        breaks. Blank lines before the header are skipped, blank lines at the end dropped."""
+        pos = 0
+        while True:  # the header: the first line with more than commas and blanks
+            nl = data.find(b"\n", pos)
+            stop = len(data) if nl < 0 else nl
+            line = data[pos:stop].decode("utf-8")
+            if line.replace(",", "").strip():
+                break
+            if nl < 0:
+                raise DataError(f"{self.path}: the file is empty")
+            pos = nl + 1
+        self._set_header(line.split(","))
+        start = len(data) if nl < 0 else nl + 1
+        end = len(data)
+        while end > start and data[end - 1] == 10:  # blank lines at the end of the file
+            end -= 1
+        self._data, self._start = data, start
+        if end == start:
+            self._check_counts(np.zeros(0, dtype=np.int64))
+            self._ends = np.zeros((0, self.ncol), dtype=np.int64)
+            return
+        body = np.frombuffer(data, dtype=np.uint8, count=end - start, offset=start)
+        seps = np.flatnonzero((body == 44) | (body == 10))  # commas and line breaks
+        breaks = np.flatnonzero(body[seps] == 10)  # which separators end a line
+        # fields per line: its separators, the line break included (the last line has none)
+        counts = np.diff(np.concatenate(([-1], breaks, [len(seps)])))
+        line_starts = np.concatenate(([0], seps[breaks] + 1))
+        line_ends = np.concatenate((seps[breaks], [len(body)]))
+        counts[line_starts == line_ends] = 0  # an empty line has no fields
+        self._check_counts(counts)
+        dtype = np.int32 if len(data) < 2**31 else np.int64
+        ends = np.concatenate((seps, [len(body)])).astype(dtype) + dtype(start)
+        self._ends = ends.reshape(self.nrows, self.ncol)
 
     def _split_with_csv(self, text: str) -> tuple[list[str], list[list[str]]]:
         """Header and data rows via the csv module, for files that use quoting or \\r breaks."""
@@ -293,8 +388,41 @@ class CsvText:
         """Column ``col`` as int64 (when asked and exact) or float64; vectorised when possible."""
         key = (col, want_int)
         if key not in self._cache:
-            self._cache[key] = self._numbers(self.cells[col :: self.ncol], col, want_int)
+            if self._ends is None:
+                self._cache[key] = self._numbers(self.cells[col :: self.ncol], col, want_int)
+            else:
+                self._cache[key] = self._column_from_bytes(col, want_int)
         return self._cache[key]
+
+    def _spans(self, col: int) -> tuple[np.ndarray, np.ndarray]:
+        """Where the cells of column ``col`` start and end in the bytes (end exclusive)."""
+        ends = self._ends[:, col].astype(np.int64)
+        if col:
+            starts = self._ends[:, col - 1].astype(np.int64) + 1
+        else:
+            starts = np.empty_like(ends)
+            starts[:1] = self._start
+            starts[1:] = self._ends[:-1, -1] + 1
+        return starts, ends
+
+    def _cells(self, col: int) -> list[str]:
+        """The cells of column ``col`` as strings (for the exact, slow path)."""
+        data = self._data
+        starts, ends = self._spans(col)
+        spans = zip(starts.tolist(), ends.tolist(), strict=True)
+        return [data[a:b].decode("utf-8") for a, b in spans]
+
+    def _column_from_bytes(self, col: int, want_int: bool) -> np.ndarray:
+        """Numpy's string casts on blocks of the cells' bytes (float() / int() semantics);
+        anything they refuse goes through :meth:`_numbers` on the decoded cells, which finds the
+        bad cell or parses what only Python's float() accepts (e.g. non-ASCII digits)."""
+        starts, ends = self._spans(col)
+        if b"\x00" not in self._data:  # numpy's byte strings drop trailing NULs
+            for dtype in (np.int64, np.float64) if want_int else (np.float64,):
+                out = _cast_spans(self._data, starts, ends, dtype)
+                if out is not None:
+                    return out
+        return self._numbers(self._cells(col), col, want_int)
 
     def _numbers(self, cells: list[str], col: int, want_int: bool) -> np.ndarray:
         out: np.ndarray | None = None
@@ -458,12 +586,11 @@ def _json_array(path: str, name: str, value: object, fast_ok: bool) -> np.ndarra
 
 
 def open_data_file(path: str) -> CsvText | _JsonFile:
-    text = _read_text(path)
     suffix = Path(path).suffix.lower()
     if suffix == ".csv":
-        return CsvText(path, text)
+        return CsvText(path, _read_utf8(path))
     if suffix == ".json":
-        return _JsonFile(path, text)
+        return _JsonFile(path, _read_text(path))
     raise DataError(
         f"{path}: unknown data file type {suffix or '(no extension)'!s}; "
         "give a .csv or a .json file"
