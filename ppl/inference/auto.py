@@ -62,7 +62,8 @@ def fit_auto(
     precision = mode_hessian(log_joint, mode.point)
     hvp_evals = 2 * dim if precision is not None else 0
     curvature = np.diag(precision) if precision is not None else np.ones(dim)
-    sd = np.where(curvature > 0, 1.0 / np.sqrt(np.abs(curvature)), 1.0)
+    with np.errstate(divide="ignore"):
+        sd = np.where(curvature > 0, 1.0 / np.sqrt(np.abs(curvature)), 1.0)
     family = MixedFamily(blocks, dim)
     starts = {
         "mode": family.from_gaussian(mode.point, sd),
