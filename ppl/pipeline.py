@@ -228,7 +228,7 @@ def fit(
         log_joint = partial(model.log_joint, binary=bool(binary))
     result = _result(model, vi, vi_method, chosen, log_joint, rng, draws=draws, seed=seed,
                      seconds=seconds, refinement=refine_info, elbo_rows=elbo_rows)  # fmt: skip
-    if vi_method == "auto" and not families and result.diagnostics["khat"] > GOOD:
+    if vi_method == "auto" and not families:
         return _richer_if_better(result, log_joint, rng, seed=int(rng.integers(2**31)))
     if (
         method == "auto"
@@ -270,13 +270,15 @@ def _result(model, vi, vi_method, chosen, log_joint, rng, *, draws, seed, second
 
 
 def _richer_if_better(first: FitResult, log_joint, rng, *, seed: int) -> FitResult:
-    """The deterministic road's answer to a k-hat that is not good (> 0.5: k-hat near 0.7 is
-    too noisy a line between keeping a mean-field q and correcting it), cheapest first: the
-    mean-field fit's linear-response covariance (ppl.inference.auto.linear_response), then, for
-    D <= FULL_RANK_MAX_DIM, a full-rank Gaussian on a fixed-draw ELBO from the best start so
-    far (ppl.inference.auto.richer; the linear-response Gaussian keeps a gamma block's mean of
-    log x, so its mean of x can be off). Each candidate is kept when its ELBO on its own output
-    draws is higher than the best so far (all on the same unconstrained space: comparable)."""
+    """The deterministic road's covariances beyond mean-field: where k-hat is not good (> 0.5;
+    k-hat near 0.7 is too noisy a line between keeping a mean-field q and correcting it) and
+    D <= FULL_RANK_MAX_DIM, a full-rank Gaussian on a fixed-draw ELBO from the better of the
+    Laplace approximation and the mean-field fit (ppl.inference.auto.richer); otherwise, or when
+    that was not better, the mean-field fit's linear-response covariance
+    (ppl.inference.auto.linear_response; it keeps the mean-field means, which are off where the
+    posterior is skewed, and corrects the sds mean-field shrinks even where k-hat is good). Each
+    candidate is kept when its ELBO on its own output draws is higher than the best so far (all
+    on the same unconstrained space: comparable)."""
     from ppl.inference.auto import linear_response, richer
 
     model = first.model
@@ -286,10 +288,12 @@ def _richer_if_better(first: FitResult, log_joint, rng, *, seed: int) -> FitResu
     kept: list = []  # full-covariance candidates so far: starts for the full-rank fit
     steps = [("linear-response covariance",
               lambda: linear_response(model.log_joint, first.vi, seed=seed))]  # fmt: skip
-    if model.dim <= FULL_RANK_MAX_DIM:
-        steps.append((FULL_RANK,
-                      lambda: richer(model.log_joint, first.vi, seed=seed, starts=tuple(kept))))
+    if model.dim <= FULL_RANK_MAX_DIM and first.diagnostics["khat"] > GOOD:
+        steps.insert(0, (FULL_RANK,
+                         lambda: richer(model.log_joint, first.vi, seed=seed, starts=tuple(kept))))
     for name, make in steps:
+        if best is not first:
+            break  # a full-rank Gaussian was kept: its family holds the linear-response one
         start = time.perf_counter()
         try:
             with np.errstate(all="ignore"):
@@ -308,7 +312,8 @@ def _richer_if_better(first: FitResult, log_joint, rng, *, seed: int) -> FitResu
                   f"{candidate.diagnostics['khat']:.2f}"  # fmt: skip
         # the full-rank family contains every earlier candidate: an ELBO within Monte Carlo
         # error of theirs is a tie, and its optimum's means are the Gaussian family's own
-        slack = 2 * (candidate.diagnostics.get("elbo_mcse") or 0.0) if name == FULL_RANK else 0.0
+        errors = [r.diagnostics.get("elbo_mcse") or 0.0 for r in (best, candidate)]
+        slack = 2 * min(errors) if name == FULL_RANK else 0.0
         if theirs is not None and (mine is None or theirs > mine - slack):
             tried.append(f"a {name} ({q.grad_evals} gradient evaluations) was kept: {verdict}")
             candidate.seconds += best.seconds
@@ -323,10 +328,9 @@ def _richer_if_better(first: FitResult, log_joint, rng, *, seed: int) -> FitResu
         best.vi.grad_evals = first.vi.grad_evals + spent
         if best is not first:
             best.vi.iterations = first.vi.iterations + best.vi.iterations
-        best.notes.append(
-            f"auto: the mean-field fit had PSIS k-hat {first.diagnostics['khat']:.2f} > "
-            f"{GOOD}; " + "; ".join(tried)
-        )
+        k = first.diagnostics["khat"]
+        best.notes.append(f"auto: the mean-field fit had PSIS k-hat {k:.2f}"
+                          f"{f' > {GOOD}' if k > GOOD else ''}; " + "; ".join(tried))
     return best
 
 

@@ -30,6 +30,8 @@ from ppl.inference.sgvb import Block, MixedFamily, SGVBResult
 MAX_DENSE_DIM = 1000
 #: The largest draw set of the full-rank fit (D + D(D+1)/2 parameters: iterations cost more).
 FULL_RANK_MAX_DRAWS = 512
+#: The fewest draws the linear-response Hessian is taken on.
+LR_MIN_DRAWS = 32
 #: Probe draws that rank the candidate starts by their ELBO.
 PROBE_DRAWS = 64
 
@@ -117,8 +119,10 @@ def linear_response(log_joint: Callable, first: SGVBResult, *, seed: int = 0) ->
     """N(E_q[zeta], Sigma_LR): the first fit's means with its linear-response covariance
     (ppl.inference.linear_response), or None when it cannot be had (too many parameters, or
     the fixed-draw optimum is not strict). Fewer draws than D leave the fixed-draw ELBO nearly
-    flat along some directions of q's parameters, and H^-1 there is noise: the fit is then
-    solved once more, from its optimum, on D draws (rounded up to a power of 2) first."""
+    flat along some directions of q's parameters, and H^-1 there is noise; many more make H
+    costly (2 gradients per parameter, each over every draw). Outside [n, 2n] draws, n =
+    max(D, LR_MIN_DRAWS), the fit is solved once more, from its optimum, on n draws (rounded up
+    to a power of 2) first."""
     from ppl.inference.linear_response import MAX_LR_PARAMETERS, lr_covariance
 
     info = first.polish or {}
@@ -128,8 +132,8 @@ def linear_response(log_joint: Callable, first: SGVBResult, *, seed: int = 0) ->
     objective, counter = info["objective"], info["evaluations"]
     evals_before = counter["evals"]
     extra = 0
-    if info["rounds"][-1]["draws"] < coordinates.dim:
-        n = coordinates.dim
+    n = max(coordinates.dim, LR_MIN_DRAWS)
+    if not n <= info["rounds"][-1]["draws"] <= 2 * n:
         again = fit_fixed_draws(log_joint, coordinates, optimum, seed=seed, first_draws=n,
                                 max_draws=n)  # fmt: skip
         objective, optimum = again.polish["objective"], again.theta
