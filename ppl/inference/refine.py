@@ -15,26 +15,11 @@ from collections.abc import Callable
 import autograd.numpy as anp
 import numpy as np
 
+from ppl.families.gaussian import lower_from
 from ppl.inference.deterministic import guarded_mean, minimise, not_worse, reached_optimum
 from ppl.inference.draws import fixed_normal_draws
 from ppl.inference.hessian import expected_hessian, hessian_by_hvp
 from ppl.inference.result import VIResult
-
-
-def _lower_from(diag_log, off, dim: int):
-    """Lower-triangular matrix with diagonal exp(diag_log), built row by row.
-
-    Autograd has no in-place writes; np.tril_indices(dim, -1) lists row i's i entries
-    contiguously from i(i-1)/2, which is the layout of `off`.
-    """
-    diag = anp.exp(diag_log)
-    rows = []
-    for i in range(dim):
-        start = i * (i - 1) // 2
-        rows.append(
-            anp.concatenate([off[start : start + i], diag[i : i + 1], np.zeros(dim - i - 1)])
-        )
-    return anp.stack(rows)
 
 
 class _Coordinates:
@@ -72,7 +57,7 @@ class _Coordinates:
         if self.method == "meanfield":
             log_sd = self.log_s0 + theta[D:]
             return mu + eps * anp.exp(log_sd), anp.sum(log_sd)
-        B = _lower_from(theta[D : 2 * D], theta[2 * D :], D)
+        B = lower_from(theta[D : 2 * D], theta[2 * D :], D)
         L = anp.dot(self.C, B)
         entropy = anp.sum(theta[D : 2 * D]) + np.sum(np.log(np.abs(np.diag(self.C))))
         return mu + anp.dot(eps, anp.transpose(L)), entropy
@@ -84,7 +69,7 @@ class _Coordinates:
         if self.method == "meanfield":
             L = np.diag(np.exp(self.log_s0 + theta[D:]))
         else:
-            B = np.tril(np.asarray(_lower_from(theta[D : 2 * D], theta[2 * D :], D)))
+            B = np.tril(np.asarray(lower_from(theta[D : 2 * D], theta[2 * D :], D)))
             L = self.C @ B
         out = _as_method(like, self.method)
         out.mean, out.scale_tril = mu, L
