@@ -313,7 +313,7 @@ def _richer_if_better(first: FitResult, log_joint, rng, *, seed: int) -> FitResu
         # the full-rank family contains every earlier candidate: an ELBO within Monte Carlo
         # error of theirs is a tie, and its optimum's means are the Gaussian family's own
         errors = [r.diagnostics.get("elbo_mcse") or 0.0 for r in (best, candidate)]
-        slack = 2 * min(errors) if name == FULL_RANK else 0.0
+        slack = 2 * min(errors) if name == FULL_RANK else -1e-6  # not for a rounding error
         if theirs is not None and (mine is None or theirs > mine - slack):
             tried.append(f"a {name} ({q.grad_evals} gradient evaluations) was kept: {verdict}")
             candidate.seconds += best.seconds

@@ -136,11 +136,11 @@ def test_sparse_gamma_poisson_posterior_is_recovered_in_the_gamma_family():
 @pytest.mark.parametrize("seed", [1, 2])
 def test_default_fit_counts_hundreds_of_gradients_not_tens_of_thousands(seed):
     """Eight schools took 14,472 gradient evaluations by stochastic ADVI then L-BFGS; the
-    deterministic road needs 850-3,300 over seeds 1-6 (counted exactly: draws x objective
-    evaluations)."""
+    deterministic road needs 850-3,700 over seeds 1-6, and the linear-response covariance it
+    then tries about 2,000 more (counted exactly: draws x objective evaluations)."""
     result = fit(build(SCHOOLS[0], SCHOOLS[1:], seed=seed), "auto", seed=seed)
     assert result.method == "auto" and result.vi.converged
-    assert result.vi.grad_evals < 5000
+    assert result.vi.grad_evals < 7000
 
 
 def test_hierarchical_model_with_104_parameters_gets_every_sd_within_20_percent_of_nuts():
