@@ -223,7 +223,7 @@ def _negative_elbo(log_joint: Callable, family, eps: np.ndarray, counter: dict, 
 
 
 #: Draws of the check that a solve with control variates did not game them.
-CHECK_DRAWS = 256
+CHECK_DRAWS = 64
 
 
 def _exploited(log_joint: Callable, family, before, after, seed: int) -> bool:
