@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import autograd.numpy as anp
 import numpy as np
-from scipy.linalg import solve_triangular
 
 LOG_2PI = float(np.log(2 * np.pi))
 
@@ -65,13 +64,3 @@ class FullRankGaussian:
         """How far q moved: each mean in sds, each sd relatively (unitless)."""
         (m0, s0), (m1, s1) = self.moments(before), self.moments(after)
         return np.concatenate([np.abs(m1 - m0) / s1, np.abs(np.log(s1 / s0))])
-
-    def sample(self, theta, rng: np.random.Generator, n: int) -> np.ndarray:
-        mu, L = self.mean_scale(theta)
-        return mu + rng.standard_normal((n, self.dim)) @ L.T
-
-    def log_q(self, theta, zeta: np.ndarray) -> np.ndarray:
-        mu, L = self.mean_scale(theta)
-        z = solve_triangular(L, (np.atleast_2d(zeta) - mu).T, lower=True).T
-        log_det = float(np.sum(np.log(np.abs(np.diag(L)))))
-        return -0.5 * np.sum(z**2, axis=1) - log_det - 0.5 * self.dim * LOG_2PI
