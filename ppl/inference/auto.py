@@ -1,4 +1,4 @@
-"""`--method auto`: the deterministic road to q, and the richer families it takes when PSIS asks.
+"""`--method auto`: the deterministic road to q, and the covariances it adds beyond mean-field.
 
 1. The mode by L-BFGS (ppl.inference.mode), from Stan's initial range.
 2. A first q there: each latent's family moment-matched to the Gaussian with the mode as mean
@@ -7,9 +7,9 @@
    higher ELBO, as it has on a funnel, where the mode is far down the neck.
 3. The ELBO on fixed draws, gamma and Gaussian blocks in one objective, by L-BFGS with the draws
    grown until q settles (ppl.inference.saa).
-4. When PSIS k-hat of that q is above 0.7 (the caller checks), `richer` fits a full-rank
-   Gaussian the same way, starting from the better of the Laplace approximation and q, and the
-   caller keeps whichever has the higher ELBO.
+4. Beyond mean-field (the caller, ppl.pipeline, checks PSIS k-hat and keeps the higher ELBO):
+   `richer` fits a full-rank Gaussian the same way, from the better of the Laplace
+   approximation and q; `linear_response` gives q's means with its linear-response covariance.
 """
 
 from __future__ import annotations
