@@ -244,18 +244,25 @@ def fit(
     return result
 
 
-def _result(model, vi, vi_method, chosen, log_joint, rng, *, draws, seed, seconds, refinement=None,
-            elbo_rows=None) -> FitResult:  # fmt: skip
-    """Draws from q, constrained; PSIS k-hat against `log_joint`; labels: the fit's result."""
-    start = time.perf_counter()
+def _checked(vi, log_joint, rng, draws: int):
+    """Draws of q on the unconstrained scale and their PSIS check against `log_joint`."""
     zeta = vi.sample(rng, draws)
+    diagnostics = check_fit(log_joint, vi.log_q, zeta)
+    diagnostics["ended_by"] = "stopping rule" if vi.converged else "iteration cap"
+    return zeta, diagnostics
+
+
+def _result(model, vi, vi_method, chosen, log_joint, rng, *, draws, seed, seconds, refinement=None,
+            elbo_rows=None, checked=None) -> FitResult:  # fmt: skip
+    """Draws from q, constrained; PSIS k-hat against `log_joint` (or `checked`, from
+    _checked); labels: the fit's result."""
+    start = time.perf_counter()
+    zeta, diagnostics = checked or _checked(vi, log_joint, rng, draws)
     values = model.constrained_draws(zeta, rng)
     for name, arr in values.items():
         if np.issubdtype(arr.dtype, np.floating) and not np.all(np.isfinite(arr)):
             bad = int(np.sum(~np.isfinite(arr).reshape(arr.shape[0], -1).all(axis=1)))
             vi.warnings.append(f"{bad} of {draws} draws of '{name}' are not finite")
-    diagnostics = check_fit(log_joint, vi.log_q, zeta)
-    diagnostics["ended_by"] = "stopping rule" if vi.converged else "iteration cap"
     if diagnostics["khat"] > USABLE:
         vi.warnings.append(
             f"PSIS k-hat = {diagnostics['khat']:.2f} > {USABLE}: the importance ratios "
@@ -285,12 +292,11 @@ def _richer_if_better(first: FitResult, log_joint, rng, *, seed: int) -> FitResu
     gaussian = {lat.name: "gaussian" for lat in model.latents}
     draws = len(next(iter(first.draws.values())))
     best, spent, tried = first, 0, []
-    kept: list = []  # full-covariance candidates so far: starts for the full-rank fit
     steps = [("linear-response covariance",
               lambda: linear_response(model.log_joint, first.vi, seed=seed))]  # fmt: skip
     if model.dim <= FULL_RANK_MAX_DIM and first.diagnostics["khat"] > GOOD:
         steps.insert(0, (FULL_RANK,
-                         lambda: richer(model.log_joint, first.vi, seed=seed, starts=tuple(kept))))
+                         lambda: richer(model.log_joint, first.vi, seed=seed)))
     for name, make in steps:
         if best is not first:
             break  # a full-rank Gaussian was kept: its family holds the linear-response one
@@ -303,27 +309,25 @@ def _richer_if_better(first: FitResult, log_joint, rng, *, seed: int) -> FitResu
             continue
         if q is None:
             continue
-        kept.append(q)
         spent += q.grad_evals
-        candidate = _result(model, q, "fullrank", gaussian, log_joint, rng, draws=draws,
-                            seed=first.seed, seconds=time.perf_counter() - start)  # fmt: skip
-        mine, theirs = best.diagnostics.get("elbo"), candidate.diagnostics.get("elbo")
+        checked = _checked(q, log_joint, rng, draws)  # constrained draws only if it is kept
+        mine, theirs = best.diagnostics.get("elbo"), checked[1].get("elbo")
         verdict = f"ELBO {_elbo_text(theirs)} vs {_elbo_text(mine)}, k-hat " \
-                  f"{candidate.diagnostics['khat']:.2f}"  # fmt: skip
+                  f"{checked[1]['khat']:.2f}"  # fmt: skip
         # the full-rank family contains every earlier candidate: an ELBO within Monte Carlo
         # error of theirs is a tie, and its optimum's means are the Gaussian family's own
-        errors = [r.diagnostics.get("elbo_mcse") or 0.0 for r in (best, candidate)]
+        errors = [d.get("elbo_mcse") or 0.0 for d in (best.diagnostics, checked[1])]
         slack = 2 * min(errors) if name == FULL_RANK else -1e-6  # not for a rounding error
         if theirs is not None and (mine is None or theirs > mine - slack):
             tried.append(f"a {name} ({q.grad_evals} gradient evaluations) was kept: {verdict}")
-            candidate.seconds += best.seconds
-            candidate.refinement = first.refinement
-            candidate.description = f"auto, then a {name} ({DESCRIPTIONS[name]})"
-            best = candidate
+            best = _result(model, q, "fullrank", gaussian, log_joint, rng, draws=draws,
+                           seed=first.seed, seconds=time.perf_counter() - start + best.seconds,
+                           refinement=first.refinement, checked=checked)  # fmt: skip
+            best.description = f"auto, then a {name} ({DESCRIPTIONS[name]})"
         else:
             tried.append(f"a {name} ({q.grad_evals} gradient evaluations) was not better: "
                          f"{verdict}")  # fmt: skip
-            best.seconds += candidate.seconds
+            best.seconds += time.perf_counter() - start
     if tried:
         best.vi.grad_evals = first.vi.grad_evals + spent
         if best is not first:
@@ -359,7 +363,7 @@ def _full_rank_if_better(first: FitResult, **options) -> FitResult:
         return first
     mine, theirs = first.diagnostics.get("elbo"), second.diagnostics.get("elbo")
     k1, k2 = first.diagnostics["khat"], second.diagnostics["khat"]
-    first_elbo = "non-finite" if mine is None else f"{mine:.6g}"
+    first_elbo, second_elbo = _elbo_text(mine), _elbo_text(theirs)
     if theirs is not None and (mine is None or theirs > mine):
         second.notes.append(
             f"auto: the {first.method} fit had PSIS k-hat {k1:.2f} > {USABLE}, so a full-rank "
@@ -367,7 +371,6 @@ def _full_rank_if_better(first: FitResult, **options) -> FitResult:
         )
         second.seconds += first.seconds
         return second
-    second_elbo = "non-finite" if theirs is None else f"{theirs:.6g}"
     first.notes.append(
         f"auto: a full-rank Gaussian was fitted too (PSIS k-hat {k1:.2f} > {USABLE}) but its "
         f"ELBO was not higher ({second_elbo} vs {first_elbo}); kept the first fit"

@@ -120,7 +120,7 @@ def linear_response(log_joint: Callable, first: SGVBResult, *, seed: int = 0) ->
     (ppl.inference.linear_response), or None when it cannot be had (too many parameters, or
     the fixed-draw optimum is not strict). Fewer draws than D leave the fixed-draw ELBO nearly
     flat along some directions of q's parameters, and H^-1 there is noise; many more make H
-    costly (2 gradients per parameter, each over every draw). Outside [n, 2n] draws, n =
+    costly (a gradient per parameter, each over every draw). Outside [n, 2n] draws, n =
     max(D, LR_MIN_DRAWS), the fit is solved once more, from its optimum, on n draws (rounded up
     to a power of 2) first."""
     from ppl.inference.linear_response import MAX_LR_PARAMETERS, lr_covariance
@@ -131,13 +131,12 @@ def linear_response(log_joint: Callable, first: SGVBResult, *, seed: int = 0) ->
         return None
     objective, counter = info["objective"], info["evaluations"]
     evals_before = counter["evals"]
-    extra = 0
     n = max(coordinates.dim, LR_MIN_DRAWS)
     if not n <= info["rounds"][-1]["draws"] <= 2 * n:
         again = fit_fixed_draws(log_joint, coordinates, optimum, seed=seed, first_draws=n,
                                 max_draws=n)  # fmt: skip
         objective, optimum = again.polish["objective"], again.theta
-        counter, evals_before, extra = again.polish["evaluations"], 0, again.grad_evals
+        counter, evals_before = again.polish["evaluations"], 0  # a fresh count, re-solve in it
     try:
         with np.errstate(all="ignore"):
             cov = lr_covariance(objective, coordinates.mean_map, optimum)
@@ -147,26 +146,24 @@ def linear_response(log_joint: Callable, first: SGVBResult, *, seed: int = 0) ->
     if not np.all(np.isfinite(L)):
         return None
     mean = np.asarray(coordinates.mean_map(optimum), dtype=float)
-    evals = counter["evals"] - evals_before + (extra if counter is not info["evaluations"] else 0)
+    evals = counter["evals"] - evals_before
     return VIResult("fullrank", mean, L, [], first.elbo, 0, evals, True, 0.0, 0.0)
 
 
-def richer(log_joint: Callable, first: SGVBResult, *, seed: int = 0,
-           starts: tuple[VIResult, ...] = ()) -> VIResult:  # fmt: skip
+def richer(log_joint: Callable, first: SGVBResult, *, seed: int = 0) -> VIResult:
     """A full-rank Gaussian by L-BFGS on a fixed-draw ELBO with growing draws, in coordinates
     relative to the better (by ELBO on probe draws) of the Laplace approximation and the first
-    fit (or any of `starts`), so that theta = 0 is that start."""
+    fit, so that theta = 0 is that start."""
     info = first.polish or {}
     start = as_gaussian(first)
-    candidates = [start, *starts]
+    candidates = [start]
     lap = laplace_start(info.get("mode", start.mean), info.get("precision"))
     if lap is not None:
         candidates.append(lap)
     probe = fixed_normal_draws(PROBE_DRAWS, start.dim, seed + 7)
-    scores = [elbo_on(log_joint, FullRankGaussian(q.mean, q.scale_tril), np.zeros(
-        FullRankGaussian(q.mean, q.scale_tril).size), probe) for q in candidates]  # fmt: skip
-    best = candidates[int(np.argmax(scores))]
-    family = FullRankGaussian(best.mean, best.scale_tril)
+    families = [FullRankGaussian(q.mean, q.scale_tril) for q in candidates]
+    scores = [elbo_on(log_joint, f, f.initial(), probe) for f in families]
+    family = families[int(np.argmax(scores))]
     first_draws = max(FIRST_DRAWS, 2 * start.dim)
     fit = fit_fixed_draws(log_joint, family, family.initial(), seed=seed, first_draws=first_draws,
                           max_draws=FULL_RANK_MAX_DRAWS, max_iter=500)
