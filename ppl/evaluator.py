@@ -22,6 +22,7 @@ from ppl.errors import ModelError
 from ppl.functions import CONSTANTS, lookup, matmul
 from ppl.loops import vectorisable
 from ppl.parser import format_location
+from ppl.row_selection import NotPerRow, branch_rows, put_rows, scatter_axis, take_rows
 from ppl.types import (
     SType,
     align,
@@ -333,14 +334,18 @@ class Evaluator:
         return current
 
     def scatter_loop(self, current, vtype: SType, idx, value, node):
-        """`x[i] = v` inside a vectorised loop: v's loop axis becomes x's first type axis."""
-        lo, hi = self._loop_range
+        """`x[i] = v` inside a vectorised loop: v's loop axis becomes x's first type axis.
+
+        The rows may be any subset of the loop's (inside a branch, ppl.row_selection); the
+        positions they write must be distinct, or the order of the writes would matter."""
+        rows = self._loop_rows
         arr = onp.asarray(_raw(idx)).reshape(-1)
-        if arr.size != hi - lo + 1 or not onp.array_equal(
-            arr, onp.arange(arr[0], arr[0] + arr.size)
-        ):
+        count = len(rows)
+        if arr.size != count:
             raise Devectorise(self._current_loop)
-        a, b = int(arr[0]), int(arr[-1])
+        increasing = count < 2 or bool(onp.all(arr[1:] > arr[:-1]))
+        if not increasing and onp.unique(arr).size != count:
+            raise Devectorise(self._current_loop)
         if isinstance(current, ElementList):
             current = current.materialise()
         elem_nd = vtype.ndim - 1
@@ -349,24 +354,21 @@ class Evaluator:
         if vb < 2:  # the value does not vary with the loop index: broadcast it
             shape = fast_shape(value)
             value = np.reshape(value, shape[:vb] + (1,) * (2 - vb) + shape[vb:])
-            value = value * onp.ones((1, b - a + 1) + (1,) * elem_nd)
+            value = value * onp.ones((1, count) + (1,) * elem_nd)
         moved = np.moveaxis(value, 1, -(elem_nd + 1))  # (S, L, elem) -> (S, L as type axis, elem)
         n = _type_shape(current, vtype)[0]
-        if not (1 <= a and b <= n):
+        if arr.min() < 1 or arr.max() > n:
             raise self.error(node, f"index out of range 1..{n}")
-        if a == 1 and b == n:
+        if increasing and count == n and arr[0] == 1:
             return moved
-        cb = fast_ndim(current) - vtype.ndim
-        before = current[(slice(None),) * cb + (slice(0, a - 1),)]
-        after = current[(slice(None),) * cb + (slice(b, None),)]
-        parts = align_batch([before, moved, after], [vtype.ndim] * 3)
+        parts = align_batch([current, moved], [vtype.ndim] * 2)
         nb = fast_ndim(parts[1]) - vtype.ndim
         batch = onp.broadcast_shapes(*[fast_shape(p)[:nb] for p in parts])
         parts = [
             p if fast_shape(p)[:nb] == batch else p * onp.ones(batch + (1,) * vtype.ndim)
             for p in parts
         ]
-        return np.concatenate(parts, axis=nb)
+        return scatter_axis(parts[0], nb, arr - 1, parts[1])
 
     # ---- model statements
     def add_lp(self, lp) -> None:
@@ -624,7 +626,11 @@ def _compile_if(s: ast.If):
     def run(ev):
         env = ev.env
         n = len(env)
-        if ev.truth(cond(ev), s.cond):
+        c = cond(ev)
+        if ev.in_vector_loop and c.__class__ is not int and onp.size(_raw(c)) > 1:
+            _run_selected(ev, c, then, other)
+            return
+        if ev.truth(c, s.cond):
             then(ev)
         elif other is not None:
             other(ev)
@@ -634,6 +640,69 @@ def _compile_if(s: ast.If):
             _trim(env, n)
 
     return run
+
+
+def _run_selected(ev, condition, then, other) -> None:
+    """An `if` in a vectorised loop whose condition differs between rows: each branch runs once on
+    the rows taking it (ppl.row_selection); a condition on parameters falls back to the ordinary
+    loop, and so do BBVI's per-element terms, which expect one term per statement and row."""
+    rows = ev._loop_rows
+    n_rows = len(rows)
+    split = branch_rows(condition, n_rows)
+    if split is None or ev.terms is not None:
+        raise Devectorise(ev._current_loop)
+    env = ev.env
+    n = len(env)
+    types = ev._loop_types
+    saved = {}
+    for name in list(env)[ev._loop_start :]:
+        value = env[name]
+        saved[name] = value.materialise() if value.__class__ is ElementList else value
+    outcomes = []
+    try:
+        for branch, sel in zip((then, other), split, strict=True):
+            if branch is None or sel.size == 0:
+                continue
+            narrowed = {k: take_rows(v, types.get(k, 0), sel, n_rows) for k, v in saved.items()}
+            env.update(narrowed)
+            ev._loop_rows = rows[sel]
+            try:
+                branch(ev)
+            finally:
+                ev._loop_rows = rows
+            if len(env) != n:
+                _trim(env, n)
+            outcomes.append((sel, narrowed, {k: env[k] for k in saved}))
+        for name, value in saved.items():
+            for sel, before, after in outcomes:
+                new = after[name]
+                if new is before[name]:
+                    continue
+                if new.__class__ is ElementList:
+                    new = new.materialise()
+                value = put_rows(value, types.get(name, 0), sel, new, n_rows)
+            env[name] = value
+    except NotPerRow:
+        raise Devectorise(ev._current_loop) from None
+
+
+def _local_type_ndims(body: ast.Stmt) -> dict[str, int]:
+    """Type ranks of the variables declared in a loop body (loop indices are int scalars)."""
+    out: dict[str, int] = {}
+    stack = [body]
+    while stack:
+        st = stack.pop()
+        if isinstance(st, ast.Decl):
+            out[st.name] = _decl_stype(st).ndim
+        elif isinstance(st, ast.Block):
+            stack.extend(st.stmts)
+        elif isinstance(st, ast.For | ast.ForEach | ast.While):
+            stack.append(st.body)
+        elif isinstance(st, ast.If):
+            stack.append(st.then)
+            if st.otherwise is not None:
+                stack.append(st.otherwise)
+    return out
 
 
 def _has_jump(s: ast.Stmt) -> bool:
@@ -652,6 +721,7 @@ def _compile_for(s: ast.For):
     body = _stmt_fn(s.body)
     var = s.var
     jumps = _has_jump(s.body)
+    local_types = _local_type_ndims(s.body)
 
     def run(ev):
         lo = ev.int_value(lo_fn(ev), s.lo)
@@ -668,8 +738,12 @@ def _compile_for(s: ast.For):
         ):
             ev._current_loop = s
             ev.in_vector_loop = True
-            env[var] = onp.arange(lo, hi + 1).reshape(1, -1)
-            ev._loop_range = (lo, hi)
+            rows = onp.arange(lo, hi + 1)
+            env.pop(var, None)
+            ev._loop_start = len(env)  # the loop index and the body's locals follow in env
+            env[var] = rows.reshape(1, -1)
+            ev._loop_rows = rows
+            ev._loop_types = local_types
             try:
                 n = len(env)
                 body(ev)
@@ -859,6 +933,8 @@ def _compile_tilde(s: ast.Tilde):
             ev.terms.append((s, lp))
         else:
             lp = cache[0]([value] + args)
+        if ev.in_vector_loop:
+            lp = _every_row(ev, lp, 0)
         if s.truncation is not None:
             raise ev.error(s, "truncation T[,] is not supported yet")
         lp = sum_to_batch0(lp)
@@ -869,11 +945,23 @@ def _compile_tilde(s: ast.Tilde):
     return tilde
 
 
+def _every_row(ev, lp, type_ndim: int):
+    """A log density computed once in a vectorised loop but the same for every row (it does not
+    involve the loop index) counts once per row, as in the sequential loop."""
+    shape = fast_shape(lp)
+    if len(shape) - type_ndim >= 2 and shape[1] != 1:
+        return lp
+    return lp * len(ev._loop_rows)
+
+
 def _compile_target(s: ast.TargetInc):
     f = _expr_fn(s.expr)
+    k = s.expr.type.ndim
 
     def target(ev):
         lp = f(ev)
+        if ev.in_vector_loop:
+            lp = _every_row(ev, lp, k)
         if ev.terms is not None:
             ev.terms.append((s, lp))
         lp = sum_to_batch0(lp)

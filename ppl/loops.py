@@ -2,7 +2,8 @@
 
 A vectorised loop runs its body once with the loop index as a batch axis. That is only correct when
 no iteration reads what another one wrote, and when nothing in the body needs a single index value
-(sizes, slices, branching). Anything unusual keeps the ordinary one-index-at-a-time loop; the
+(sizes, slices). An `if` is allowed: a condition on data selects rows (ppl.row_selection), one on
+parameters makes the evaluator fall back. Anything unusual keeps the one-index-at-a-time loop; the
 evaluator also falls back at run time if a vectorised run meets something it cannot do.
 """
 
@@ -50,7 +51,7 @@ def _check(loop: ast.For) -> bool:
     locals_: set[str] = {s.name for s in stmts if isinstance(s, ast.Decl)}
     inner_loop_vars = {s.var for s in stmts if isinstance(s, ast.For | ast.ForEach)}
     for s in stmts:
-        if isinstance(s, ast.While | ast.ForEach | ast.Break | ast.Continue | ast.Reject | ast.If):
+        if isinstance(s, ast.While | ast.ForEach | ast.Break | ast.Continue | ast.Reject):
             return False
     # variables written in the body that live outside it
     outer_writes: dict[str, list[ast.Assign]] = {}

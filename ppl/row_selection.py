@@ -1,0 +1,90 @@
+"""Branches inside vectorised loops, run as row selection.
+
+A vectorised loop runs its body once for all L rows, the loop index being batch axis 1 of every
+value that varies per row (axis 0 holds the Monte Carlo draws). An `if` whose condition depends on
+data and loop indices only splits the rows: each branch runs once, on the rows that take it, with
+every per-row local narrowed to those rows (`take_rows`); afterwards each local the branch changed
+is put back at those rows (`put_rows`). Iterations are independent (ppl.loops checks that), so
+running the rows in two groups instead of in order gives the same values; `target +=` sums.
+
+The functions here work on arrays only (autograd boxes included), so they know nothing of the
+language: the evaluator decides when to use them and what to fall back to.
+"""
+
+from __future__ import annotations
+
+import autograd.numpy as anp
+import numpy as onp
+
+from ppl.types import fast_ndim, fast_shape
+
+
+class NotPerRow(Exception):
+    """A value's batch axes are not (draws, rows): the caller falls back to the ordinary loop."""
+
+
+def branch_rows(condition, n_rows: int) -> tuple[onp.ndarray, onp.ndarray] | None:
+    """The row positions (0-based) taking the `then` and the `else` branch, or None when the
+    condition varies with the draws (it depends on a parameter) and rows cannot be selected."""
+    raw = onp.asarray(getattr(condition, "_value", condition))
+    if raw.ndim != 2 or raw.shape[0] != 1 or raw.shape[1] != n_rows:
+        return None
+    mask = raw[0] != 0
+    return onp.flatnonzero(mask), onp.flatnonzero(~mask)
+
+
+def take_rows(value, type_ndim: int, sel: onp.ndarray, n_rows: int):
+    """The rows `sel` of a per-row value; a value the same for every row is returned as is."""
+    b = fast_ndim(value) - type_ndim
+    if b < 2:
+        return value
+    if b > 2:
+        raise NotPerRow()
+    size = fast_shape(value)[1]
+    if size == 1 and n_rows != 1:
+        return value
+    if size != n_rows:
+        raise NotPerRow()
+    return value[:, sel]
+
+
+def _per_row(value, type_ndim: int, n_rows: int):
+    """`value` with batch axes (draws, rows), its row axis of size n_rows or 1."""
+    shape = fast_shape(value)
+    b = len(shape) - type_ndim
+    if b == 2:
+        return value
+    if b > 2:
+        raise NotPerRow()
+    lead = (shape[0],) if b == 1 else (1,)
+    return anp.reshape(value, lead + (1,) + shape[b:])
+
+
+def _broadcast(value, shape: tuple[int, ...]):
+    if fast_shape(value) == shape:
+        return value
+    if getattr(value, "_value", None) is None:  # plain data keeps its dtype (int locals stay int)
+        return onp.broadcast_to(value, shape)
+    return value * onp.ones(shape)
+
+
+def put_rows(full, type_ndim: int, sel: onp.ndarray, part, n_rows: int):
+    """`full` with rows `sel` replaced by `part` (both per-row values or row-invariant)."""
+    full = _per_row(full, type_ndim, n_rows)
+    part = _per_row(part, type_ndim, len(sel))
+    fs, ps = fast_shape(full), fast_shape(part)
+    draws = max(fs[0], ps[0])
+    tail = onp.broadcast_shapes(fs[2:], ps[2:])
+    full = _broadcast(full, (draws, n_rows) + tail)
+    part = _broadcast(part, (draws, len(sel)) + tail)
+    return scatter_axis(full, 1, sel, part)
+
+
+def scatter_axis(current, axis: int, positions: onp.ndarray, values):
+    """`current` with the entries at `positions` of `axis` replaced by `values` (same other axes):
+    one concatenation and one gather, both differentiable."""
+    n = fast_shape(current)[axis]
+    order = onp.arange(n)
+    order[positions] = n + onp.arange(len(positions))
+    combined = anp.concatenate([current, values], axis=axis)
+    return combined[(slice(None),) * axis + (order,)]
