@@ -105,7 +105,9 @@ class CompiledModel:
         for name in checked.names_in("transformed_data"):
             v = self.data.get(name)
             if isinstance(v, ElementList):
-                self.data[name] = v.materialise()
+                v = self.data[name] = v.materialise()
+            if v is not None:
+                self.data[name] = _without_unit_batch(v, checked.symbols[name].stype)
         self._check_bounds_block(self.program.transformed_data, "transformed data")
         self.latents = self._layout()
         self.dim = sum(lat.size for lat in self.latents)
@@ -533,6 +535,16 @@ class CompiledModel:
     def random_init(self, rng: np.random.Generator, radius: float = 2.0) -> np.ndarray:
         """Stan's default initialisation: uniform(-2, 2) on the unconstrained scale."""
         return rng.uniform(-radius, radius, size=self.dim)
+
+
+def _without_unit_batch(value, stype: SType):
+    """A transformed-data value as data: its type axes only. A vectorised loop that fills it
+    leaves a leading axis of size 1 (the draws axis), which would make the array look per-draw
+    where it is used, e.g. as a multi-index."""
+    nd = np.ndim(value)
+    if nd <= stype.ndim or any(k != 1 for k in np.shape(value)[: nd - stype.ndim]):
+        return value
+    return np.reshape(value, np.shape(value)[nd - stype.ndim :])
 
 
 def _is_zero(b) -> bool:

@@ -22,7 +22,14 @@ from ppl.errors import ModelError
 from ppl.functions import CONSTANTS, lookup, matmul
 from ppl.loops import vectorisable
 from ppl.parser import format_location
-from ppl.row_selection import NotPerRow, branch_rows, put_rows, scatter_axis, take_rows
+from ppl.row_selection import (
+    NotPerRow,
+    branch_rows,
+    broadcast,
+    put_rows,
+    scatter_axis,
+    take_rows,
+)
 from ppl.types import (
     SType,
     align,
@@ -354,7 +361,8 @@ class Evaluator:
         if vb < 2:  # the value does not vary with the loop index: broadcast it
             shape = fast_shape(value)
             value = np.reshape(value, shape[:vb] + (1,) * (2 - vb) + shape[vb:])
-            value = value * onp.ones((1, count) + (1,) * elem_nd)
+            shape = fast_shape(value)
+            value = broadcast(value, shape[:1] + (count,) + shape[2:])
         moved = np.moveaxis(value, 1, -(elem_nd + 1))  # (S, L, elem) -> (S, L as type axis, elem)
         n = _type_shape(current, vtype)[0]
         if arr.min() < 1 or arr.max() > n:
@@ -364,10 +372,7 @@ class Evaluator:
         parts = align_batch([current, moved], [vtype.ndim] * 2)
         nb = fast_ndim(parts[1]) - vtype.ndim
         batch = onp.broadcast_shapes(*[fast_shape(p)[:nb] for p in parts])
-        parts = [
-            p if fast_shape(p)[:nb] == batch else p * onp.ones(batch + (1,) * vtype.ndim)
-            for p in parts
-        ]
+        parts = [broadcast(p, batch + fast_shape(p)[nb:]) for p in parts]
         return scatter_axis(parts[0], nb, arr - 1, parts[1])
 
     # ---- model statements

@@ -60,10 +60,11 @@ def _per_row(value, type_ndim: int, n_rows: int):
     return anp.reshape(value, lead + (1,) + shape[b:])
 
 
-def _broadcast(value, shape: tuple[int, ...]):
+def broadcast(value, shape: tuple[int, ...]):
+    """`value` broadcast to `shape`, differentiably; plain (data) arrays keep their dtype."""
     if fast_shape(value) == shape:
         return value
-    if getattr(value, "_value", None) is None:  # plain data keeps its dtype (int locals stay int)
+    if getattr(value, "_value", None) is None:
         return onp.broadcast_to(value, shape)
     return value * onp.ones(shape)
 
@@ -75,8 +76,8 @@ def put_rows(full, type_ndim: int, sel: onp.ndarray, part, n_rows: int):
     fs, ps = fast_shape(full), fast_shape(part)
     draws = max(fs[0], ps[0])
     tail = onp.broadcast_shapes(fs[2:], ps[2:])
-    full = _broadcast(full, (draws, n_rows) + tail)
-    part = _broadcast(part, (draws, len(sel)) + tail)
+    full = broadcast(full, (draws, n_rows) + tail)
+    part = broadcast(part, (draws, len(sel)) + tail)
     return scatter_axis(full, 1, sel, part)
 
 
