@@ -1203,7 +1203,8 @@ def _compile_index(e: ast.Index):
     base = e.base
     base_fn = _expr_fn(base)
     base_name = base.name if isinstance(base, ast.Var) else None
-    list_fast = base_name is not None and len(e.items) == 1 and e.items[0].kind == "single"
+    list_fast = base_name is not None and e.items[0].kind == "single"
+    single = len(e.items) == 1
     first_fn = _expr_fn(e.items[0].lo) if e.items[0].kind == "single" else None
     t = base.type
     suffix = f" for '{base_name}'" if base_name is not None else ""
@@ -1227,12 +1228,17 @@ def _compile_index(e: ast.Index):
                         )
                     v = items[idx - 1]
                     if v is None:
-                        return onp.full(lst.elem_shape, onp.nan if lst.base == "real" else 0)
-                    return v
-        value = base_fn(ev)
+                        v = onp.full(lst.elem_shape, onp.nan if lst.base == "real" else 0)
+                    if single:
+                        return v
+                    # x[t, ...] on an array being filled: index the element, not the whole array
+                    # (materialising it here made a recurrence over x quadratic in its length)
+                    return rest(ev, v, 1, t.ndim - 1)
+        return rest(ev, base_fn(ev), 0, t.ndim)
+
+    def rest(ev, value, start: int, ndim_left: int):
         axis = 0  # current type axis
-        ndim_left = t.ndim
-        for item, lo_fn, scalar_index in plan:
+        for item, lo_fn, scalar_index in plan[start:]:
             try:
                 nd = value.ndim
                 shape = value.shape
