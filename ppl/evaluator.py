@@ -26,8 +26,11 @@ from ppl.row_selection import (
     NotPerRow,
     branch_rows,
     broadcast,
+    draw_split,
+    put_draws,
     put_rows,
     scatter_axis,
+    take_draws,
     take_rows,
 )
 from ppl.types import (
@@ -106,6 +109,10 @@ class ElementList:
         items = [arr[(slice(None),) * b + (i,)] for i in range(n)]
         return cls(items, stype.element(), tuple(shape[b + 1 :]), stype.base)
 
+    def unwritten(self):
+        """The value of an element not assigned yet: NaN for reals, 0 for ints."""
+        return onp.full(self.elem_shape, onp.nan if self.base == "real" else 0)
+
     def materialise(self):
         k = self.elem_type.ndim
         fill = onp.nan if self.base == "real" else 0
@@ -118,9 +125,7 @@ class ElementList:
         items = align_batch(items, [k] * len(items))
         nb = fast_ndim(items[0]) - k
         batch = onp.broadcast_shapes(*[fast_shape(v)[:nb] for v in items])
-        items = [
-            v if fast_shape(v)[:nb] == batch else v * onp.ones(batch + (1,) * k) for v in items
-        ]
+        items = [broadcast(v, batch + fast_shape(v)[nb:]) for v in items]
         return stack_items(items, nb)
 
 
@@ -296,7 +301,7 @@ class Evaluator:
                 if rest:
                     elem = current.items[i - 1]
                     if elem is None:
-                        elem = onp.full(current.elem_shape, onp.nan)
+                        elem = current.unwritten()
                     elem = self.set_items(elem, vtype.element(), rest, value, value_type, node)
                     if isinstance(elem, ElementList):
                         elem = elem.materialise()
@@ -331,7 +336,7 @@ class Evaluator:
             if rest:
                 elem = current.items[i - 1]
                 if elem is None:  # a declared, not yet assigned row (as in the single-index case)
-                    elem = onp.full(current.elem_shape, onp.nan)
+                    elem = current.unwritten()
                 elem = self.set_items(elem, vtype.element(), rest, part, value_type.element(), node)
                 if isinstance(elem, ElementList):
                     elem = elem.materialise()
@@ -632,8 +637,11 @@ def _compile_if(s: ast.If):
         env = ev.env
         n = len(env)
         c = cond(ev)
-        if ev.in_vector_loop and c.__class__ is not int and onp.size(_raw(c)) > 1:
-            _run_selected(ev, c, then, other)
+        if c.__class__ is not int and onp.size(_raw(c)) > 1:
+            if ev.in_vector_loop:
+                _run_selected(ev, c, then, other)
+            else:
+                _run_draw_selected(ev, c, then, other)
             return
         if ev.truth(c, s.cond):
             then(ev)
@@ -689,6 +697,133 @@ def _run_selected(ev, condition, then, other) -> None:
             env[name] = value
     except NotPerRow:
         raise Devectorise(ev._current_loop) from None
+
+
+def _run_draw_selected(ev, condition, then, other) -> None:
+    """An `if` whose condition differs between draws (it involves a parameter): each branch runs
+    once on the draws taking it, every variable narrowed to those draws, and what it changed is put
+    back at them. Falls back to one draw at a time (NeedsPerSample) when a variable's type rank is
+    unknown or the caller records per-statement terms."""
+    split = draw_split(condition)
+    if split is None or ev.terms is not None or ev.on_statement is not None:
+        raise NeedsPerSample()
+    n_draws = len(onp.asarray(_raw(condition)))
+    branches = [(b, sel) for b, sel in zip((then, other), split, strict=True) if sel.size]
+    if len(branches) == 1:  # every draw takes the same branch
+        if branches[0][0] is not None:
+            branches[0][0](ev)
+        return
+    ranks = _program_ranks(ev.program)
+    env = ev.env
+    n = len(env)
+    saved = dict(env)
+    if any(ranks.get(name) is None for name in saved):
+        raise NeedsPerSample()
+    target = ev.target
+    outcomes = []
+    try:
+        for branch, sel in branches:
+            if branch is None:
+                continue
+            narrowed = {k: _take_draws(v, ranks[k], sel, n_draws) for k, v in saved.items()}
+            env.update(narrowed)
+            # element assignment changes an ElementList in place: keep what its items were
+            before = {k: _snapshot(v) for k, v in narrowed.items()}
+            ev.target = 0.0
+            branch(ev)
+            if len(env) != n:
+                _trim(env, n)
+            outcomes.append((sel, before, dict(env), ev.target))
+        for name, value in saved.items():
+            for sel, before, after, _ in outcomes:
+                value = _merge_draws(value, before[name], after[name], ranks[name], sel, n_draws)
+            env[name] = value
+    except NotPerRow:
+        raise NeedsPerSample() from None
+    for sel, _, _, lp in outcomes:
+        if not (lp.__class__ is float and lp == 0.0):
+            target = target + put_draws(onp.zeros(n_draws), 0, sel, sum_to_batch0(lp), n_draws)
+    ev.target = target
+
+
+def _take_draws(value, rank: int, sel, n_draws: int):
+    """take_draws on an array, or on each written element of an ElementList (a new list)."""
+    if value.__class__ is ElementList:
+        items = [None if v is None else take_draws(v, rank - 1, sel, n_draws) for v in value.items]
+        return ElementList(items, value.elem_type, value.elem_shape, value.base)
+    return take_draws(value, rank, sel, n_draws)
+
+
+def _snapshot(value):
+    """(the value, its items when it is an ElementList): what _merge_draws compares against."""
+    return value, tuple(value.items) if value.__class__ is ElementList else None
+
+
+def _merge_draws(full, before, after, rank: int, sel, n_draws: int):
+    """`full` with what a branch run on draws `sel` changed (`before` -> `after`) put back."""
+    obj, items_before = before
+    if after is obj and (items_before is None or all(
+        a is b for a, b in zip(after.items, items_before, strict=True)
+    )):  # fmt: skip
+        return full
+    if (
+        after.__class__ is ElementList
+        and items_before is not None
+        and full.__class__ is ElementList
+    ):
+        items = list(full.items)
+        k = rank - 1
+        for i, (b, a) in enumerate(zip(items_before, after.items, strict=True)):
+            if a is not b:
+                base = items[i] if items[i] is not None else full.unwritten()
+                items[i] = put_draws(base, k, sel, a, n_draws)
+        return ElementList(items, full.elem_type, full.elem_shape, full.base)
+    if full.__class__ is ElementList:
+        full = full.materialise()
+    if after.__class__ is ElementList:
+        after = after.materialise()
+    return put_draws(full, rank, sel, after, n_draws)
+
+
+def _program_ranks(program: ast.Program) -> dict[str, int | None]:
+    """Type rank of every name a program declares (None if two declarations disagree); loop
+    indices are int scalars. Kept on the program: built once."""
+    try:
+        return program.__dict__["_ranks"]
+    except KeyError:
+        pass
+    ranks: dict[str, int | None] = {}
+
+    def note(name, rank):
+        ranks[name] = rank if ranks.get(name, rank) == rank else None
+
+    stack = [s for block in _program_blocks(program) for s in block]
+    while stack:
+        st = stack.pop()
+        if isinstance(st, ast.Decl):
+            note(st.name, _decl_stype(st).ndim)
+        elif isinstance(st, ast.Block):
+            stack.extend(st.stmts)
+        elif isinstance(st, ast.For):
+            note(st.var, 0)
+            stack.append(st.body)
+        elif isinstance(st, ast.ForEach):
+            note(st.var, None)
+            stack.append(st.body)
+        elif isinstance(st, ast.While):
+            stack.append(st.body)
+        elif isinstance(st, ast.If):
+            stack.append(st.then)
+            if st.otherwise is not None:
+                stack.append(st.otherwise)
+    program.__dict__["_ranks"] = ranks
+    return ranks
+
+
+def _program_blocks(program: ast.Program) -> list[list]:
+    names = ("data", "transformed_data", "parameters", "transformed_parameters", "model",
+             "generated_quantities")  # fmt: skip
+    return [getattr(program, n, None) or [] for n in names]
 
 
 def _local_type_ndims(body: ast.Stmt) -> dict[str, int]:

@@ -7,6 +7,10 @@ every per-row local narrowed to those rows (`take_rows`); afterwards each local 
 is put back at those rows (`put_rows`). Iterations are independent (ppl.loops checks that), so
 running the rows in two groups instead of in order gives the same values; `target +=` sums.
 
+The same holds across draws: an `if` outside vectorised loops whose condition depends on a
+parameter (the Viterbi recursion's `if (logp > best)`) runs each branch once on the draws taking
+it (`take_draws`, `put_draws`, axis 0) instead of once per draw.
+
 The functions here work on arrays only (autograd boxes included), so they know nothing of the
 language: the evaluator decides when to use them and what to fall back to.
 """
@@ -89,3 +93,41 @@ def scatter_axis(current, axis: int, positions: onp.ndarray, values):
     order[positions] = n + onp.arange(len(positions))
     combined = anp.concatenate([current, values], axis=axis)
     return combined[(slice(None),) * axis + (order,)]
+
+
+def draw_split(condition) -> tuple[onp.ndarray, onp.ndarray] | None:
+    """The draw positions taking the `then` and the `else` branch of a condition with one value
+    per draw, or None when it has other batch axes too."""
+    raw = onp.asarray(getattr(condition, "_value", condition))
+    if raw.ndim != 1:
+        return None
+    mask = raw != 0
+    return onp.flatnonzero(mask), onp.flatnonzero(~mask)
+
+
+def take_draws(value, type_ndim: int, sel: onp.ndarray, n_draws: int):
+    """The draws `sel` of a value; one without a draws axis (data, constants) is returned as is."""
+    shape = fast_shape(value)
+    if len(shape) - type_ndim < 1 or shape[0] == 1:
+        return value
+    if shape[0] != n_draws:
+        raise NotPerRow()
+    return value[sel]
+
+
+def put_draws(full, type_ndim: int, sel: onp.ndarray, part, n_draws: int):
+    """`full` with draws `sel` replaced by `part`."""
+    full = _with_draws_axis(full, type_ndim)
+    part = _with_draws_axis(part, type_ndim)
+    fs, ps = fast_shape(full), fast_shape(part)
+    tail = onp.broadcast_shapes(fs[1:], ps[1:])
+    full = broadcast(full, (n_draws,) + tail)
+    part = broadcast(part, (len(sel),) + tail)
+    return scatter_axis(full, 0, sel, part)
+
+
+def _with_draws_axis(value, type_ndim: int):
+    shape = fast_shape(value)
+    if len(shape) - type_ndim >= 1:
+        return value
+    return anp.reshape(value, (1,) + shape)
