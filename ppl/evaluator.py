@@ -20,7 +20,7 @@ from ppl.distributions import get_distribution
 from ppl.distributions.base import where
 from ppl.errors import ModelError
 from ppl.functions import CONSTANTS, lookup, matmul
-from ppl.loops import vectorisable
+from ppl.loops import private_variables, vectorisable
 from ppl.parser import format_location
 from ppl.row_selection import (
     NotPerRow,
@@ -94,11 +94,27 @@ def stack_items(items: list, axis: int):
 class ElementList:
     """An array being filled element by element (`x[t] = ...` in a loop): O(1) per assignment."""
 
-    def __init__(self, items: list, elem_type: SType, elem_shape: tuple[int, ...], base: str):
+    def __init__(
+        self,
+        items: list,
+        elem_type: SType,
+        elem_shape: tuple[int, ...],
+        base: str,
+        strict: ast.For | None = None,
+    ):
         self.items = items
         self.elem_type = elem_type
         self.elem_shape = elem_shape
         self.base = base
+        # a vectorised loop's private copy: reading an element no row has written yet would read
+        # the previous iteration's value in the sequential loop, so that loop runs instead
+        self.strict = strict
+
+    def unwritten(self):
+        """An element not assigned yet: NaN (or 0) as declared, or a fallback for a private copy."""
+        if self.strict is not None:
+            raise Devectorise(self.strict)
+        return onp.full(self.elem_shape, onp.nan if self.base == "real" else 0)
 
     @classmethod
     def from_array(cls, arr, stype: SType) -> ElementList:
@@ -109,14 +125,9 @@ class ElementList:
         items = [arr[(slice(None),) * b + (i,)] for i in range(n)]
         return cls(items, stype.element(), tuple(shape[b + 1 :]), stype.base)
 
-    def unwritten(self):
-        """The value of an element not assigned yet: NaN for reals, 0 for ints."""
-        return onp.full(self.elem_shape, onp.nan if self.base == "real" else 0)
-
     def materialise(self):
         k = self.elem_type.ndim
-        fill = onp.nan if self.base == "real" else 0
-        items = [onp.full(self.elem_shape, fill) if v is None else to_array(v) for v in self.items]
+        items = [self.unwritten() if v is None else to_array(v) for v in self.items]
         if not items:
             return onp.zeros((0,) + self.elem_shape)
         first = fast_shape(items[0])
@@ -152,6 +163,9 @@ class Evaluator:
         self.vectorise = vectorise
         self.devectorised = devectorised if devectorised is not None else set()
         self.in_vector_loop = False
+        self._loop_axis = 0  # batch axis of the innermost vectorised loop's index (0: none)
+        self._outer_counts: tuple[int, ...] = ()  # row counts of the enclosing vectorised loops
+        self._current_loop = self._loop_rows = self._loop_start = self._loop_types = None
         self.on_statement = None  # optional callback(stmt) after each model statement (ppl check)
         # when a list: (statement, elementwise log density) for every ~ / target += run, and
         # (declaration, elementwise log-Jacobian) for every latent (BBVI's Markov blankets)
@@ -358,22 +372,29 @@ class Evaluator:
         increasing = count < 2 or bool(onp.all(arr[1:] > arr[:-1]))
         if not increasing and onp.unique(arr).size != count:
             raise Devectorise(self._current_loop)
-        if isinstance(current, ElementList):
-            current = current.materialise()
         elem_nd = vtype.ndim - 1
+        axis = self._loop_axis
         value = to_array(value)
         vb = fast_ndim(value) - elem_nd
-        if vb < 2:  # the value does not vary with the loop index: broadcast it
+        if vb > axis + 1:
+            raise Devectorise(self._current_loop)
+        shape = fast_shape(value)
+        if vb < axis + 1 or shape[axis] != count:  # the value does not vary with this index
+            value = np.reshape(value, shape[:vb] + (1,) * (axis + 1 - vb) + shape[vb:])
             shape = fast_shape(value)
-            value = np.reshape(value, shape[:vb] + (1,) * (2 - vb) + shape[vb:])
-            shape = fast_shape(value)
-            value = broadcast(value, shape[:1] + (count,) + shape[2:])
-        moved = np.moveaxis(value, 1, -(elem_nd + 1))  # (S, L, elem) -> (S, L as type axis, elem)
-        n = _type_shape(current, vtype)[0]
+            value = broadcast(value, shape[:axis] + (count,) + shape[axis + 1 :])
+        # (..., L, elem) -> (..., L as type axis, elem)
+        moved = np.moveaxis(value, axis, -(elem_nd + 1))
+        if isinstance(current, ElementList):
+            n = len(current.items)
+        else:
+            n = _type_shape(current, vtype)[0]
         if arr.min() < 1 or arr.max() > n:
             raise self.error(node, f"index out of range 1..{n}")
         if increasing and count == n and arr[0] == 1:
-            return moved
+            return moved  # every element written: the old value is not needed
+        if isinstance(current, ElementList):
+            current = current.materialise()
         parts = align_batch([current, moved], [vtype.ndim] * 2)
         nb = fast_ndim(parts[1]) - vtype.ndim
         batch = onp.broadcast_shapes(*[fast_shape(p)[:nb] for p in parts])
@@ -662,7 +683,7 @@ def _run_selected(ev, condition, then, other) -> None:
     rows = ev._loop_rows
     n_rows = len(rows)
     split = branch_rows(condition, n_rows)
-    if split is None or ev.terms is not None:
+    if split is None or ev.terms is not None or ev._loop_axis != 1:
         raise Devectorise(ev._current_loop)
     env = ev.env
     n = len(env)
@@ -750,7 +771,7 @@ def _take_draws(value, rank: int, sel, n_draws: int):
     """take_draws on an array, or on each written element of an ElementList (a new list)."""
     if value.__class__ is ElementList:
         items = [None if v is None else take_draws(v, rank - 1, sel, n_draws) for v in value.items]
-        return ElementList(items, value.elem_type, value.elem_shape, value.base)
+        return ElementList(items, value.elem_type, value.elem_shape, value.base, value.strict)
     return take_draws(value, rank, sel, n_draws)
 
 
@@ -777,7 +798,7 @@ def _merge_draws(full, before, after, rank: int, sel, n_draws: int):
             if a is not b:
                 base = items[i] if items[i] is not None else full.unwritten()
                 items[i] = put_draws(base, k, sel, a, n_draws)
-        return ElementList(items, full.elem_type, full.elem_shape, full.base)
+        return ElementList(items, full.elem_type, full.elem_shape, full.base, full.strict)
     if full.__class__ is ElementList:
         full = full.materialise()
     if after.__class__ is ElementList:
@@ -826,6 +847,33 @@ def _program_blocks(program: ast.Program) -> list[list]:
     return [getattr(program, n, None) or [] for n in names]
 
 
+def _private_copy(ev, value, stype: SType, loop: ast.For):
+    """A fresh, unwritten copy of a loop's private variable (ppl.loops.private_variables)."""
+    if not stype.ndim:
+        return value
+    if value.__class__ is ElementList:
+        n, elem_shape = len(value.items), value.elem_shape
+    elif value is not None:
+        shape = _type_shape(value, stype)
+        n, elem_shape = shape[0], shape[1:]
+    else:
+        raise Devectorise(loop)
+    return ElementList([None] * n, stype.element(), elem_shape, stype.base, strict=loop)
+
+
+def _last_row(value, stype: SType, loop: ast.For, axis: int):
+    """What the sequential loop leaves in a private variable: the last iteration's value."""
+    if value.__class__ is ElementList:
+        value = value.materialise()  # raises Devectorise if an element was never written
+    shape = fast_shape(value)
+    b = len(shape) - stype.ndim
+    if b <= axis:
+        return value
+    if b > axis + 1:
+        raise Devectorise(loop)
+    return value[(slice(None),) * axis + (-1,)]
+
+
 def _local_type_ndims(body: ast.Stmt) -> dict[str, int]:
     """Type ranks of the variables declared in a loop body (loop indices are int scalars)."""
     out: dict[str, int] = {}
@@ -871,27 +919,12 @@ def _compile_for(s: ast.For):
         env = ev.env
         if (
             ev.vectorise
-            and not ev.in_vector_loop
+            and ev._loop_axis < _MAX_LOOP_AXES
             and s not in ev.devectorised
             and hi - lo >= 1
             and vectorisable(s)
         ):
-            ev._current_loop = s
-            ev.in_vector_loop = True
-            rows = onp.arange(lo, hi + 1)
-            env.pop(var, None)
-            ev._loop_start = len(env)  # the loop index and the body's locals follow in env
-            env[var] = rows.reshape(1, -1)
-            ev._loop_rows = rows
-            ev._loop_types = local_types
-            try:
-                n = len(env)
-                body(ev)
-                if len(env) != n:
-                    _trim(env, n)
-            finally:
-                ev.in_vector_loop = False
-                env.pop(var, None)
+            _run_vectorised(ev, s, body, np_rows=onp.arange(lo, hi + 1), types=local_types)
             return
         env[var] = lo
         n = len(env)
@@ -916,6 +949,60 @@ def _compile_for(s: ast.For):
         env.pop(var, None)
 
     return run
+
+
+#: vectorised loops nest this deep (the loop index of depth d is batch axis d; axis 0: the draws)
+_MAX_LOOP_AXES = 2
+
+
+def _run_vectorised(ev, s: ast.For, body, np_rows, types) -> None:
+    """The loop's body once, its index a batch axis: axis 1, or axis 2 inside another vectorised
+    loop (the forward algorithm's `for (k) { for (j) acc[j] = ...; gamma[t, k] = ...; }`)."""
+    env = ev.env
+    var = s.var
+    private = private_variables(s)
+    if any(name not in env for name in private):
+        raise Devectorise(s)
+    outer = (
+        ev.in_vector_loop,
+        ev._current_loop,
+        ev._loop_rows,
+        ev._loop_start,
+        ev._loop_types,
+        ev._loop_axis,
+        ev._outer_counts,
+    )
+    axis = ev._loop_axis + 1
+    if axis > 1:
+        ev._outer_counts = ev._outer_counts + (len(ev._loop_rows),)
+    ev._current_loop = s
+    ev.in_vector_loop = True
+    ev._loop_axis = axis
+    env.pop(var, None)
+    ev._loop_start = len(env)  # the loop index and the body's locals follow in env
+    env[var] = np_rows.reshape((1,) * axis + (-1,))
+    ev._loop_rows = np_rows
+    ev._loop_types = types
+    try:
+        for name, stype in private.items():
+            env[name] = _private_copy(ev, env[name], stype, s)
+        n = len(env)
+        body(ev)
+        if len(env) != n:
+            _trim(env, n)
+        for name, stype in private.items():
+            env[name] = _last_row(env[name], stype, s, axis)
+    finally:
+        (
+            ev.in_vector_loop,
+            ev._current_loop,
+            ev._loop_rows,
+            ev._loop_start,
+            ev._loop_types,
+            ev._loop_axis,
+            ev._outer_counts,
+        ) = outer
+        env.pop(var, None)
 
 
 def _compile_decl(d: ast.Decl):
@@ -1089,9 +1176,12 @@ def _every_row(ev, lp, type_ndim: int):
     """A log density computed once in a vectorised loop but the same for every row (it does not
     involve the loop index) counts once per row, as in the sequential loop."""
     shape = fast_shape(lp)
-    if len(shape) - type_ndim >= 2 and shape[1] != 1:
-        return lp
-    return lp * len(ev._loop_rows)
+    batch = len(shape) - type_ndim
+    factor = 1
+    for axis, count in enumerate(ev._outer_counts + (len(ev._loop_rows),), start=1):
+        if batch <= axis or shape[axis] == 1:
+            factor *= count
+    return lp if factor == 1 else lp * factor
 
 
 def _compile_target(s: ast.TargetInc):
@@ -1363,7 +1453,7 @@ def _compile_index(e: ast.Index):
                         )
                     v = items[idx - 1]
                     if v is None:
-                        v = onp.full(lst.elem_shape, onp.nan if lst.base == "real" else 0)
+                        v = lst.unwritten()
                     if single:
                         return v
                     # x[t, ...] on an array being filled: index the element, not the whole array

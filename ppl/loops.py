@@ -12,8 +12,6 @@ from __future__ import annotations
 from ppl import ast
 from ppl.functions import lookup
 
-_CACHE: dict[int, bool] = {}
-
 
 def _names(node) -> set[str]:
     return {e.name for e in ast.iter_exprs(node) if isinstance(e, ast.Var)}
@@ -39,20 +37,33 @@ def _target_name(lhs: ast.Expr) -> str:
 
 
 def vectorisable(loop: ast.For) -> bool:
-    key = id(loop)
-    if key not in _CACHE:
-        _CACHE[key] = _check(loop)
-    return _CACHE[key]
+    return plan(loop) is not None
 
 
-def _check(loop: ast.For) -> bool:
+def private_variables(loop: ast.For) -> dict[str, object]:
+    """Variables declared outside the loop that each iteration writes before it reads them (the
+    `acc` of a forward algorithm's inner loop), with their types: a vectorised run gives each row
+    its own copy and leaves the last row's, as the sequential loop does."""
+    return plan(loop) or {}
+
+
+def plan(loop: ast.For) -> dict[str, object] | None:
+    """None when the loop must run one index at a time, else its private variables."""
+    try:  # kept on the node (an id() key could be reused by a later node)
+        return loop.__dict__["_plan"]
+    except KeyError:
+        result = loop.__dict__["_plan"] = _check(loop)
+        return result
+
+
+def _check(loop: ast.For) -> dict[str, object] | None:
     var = loop.var
     stmts = list(_walk_stmts(loop.body))
     locals_: set[str] = {s.name for s in stmts if isinstance(s, ast.Decl)}
     inner_loop_vars = {s.var for s in stmts if isinstance(s, ast.For | ast.ForEach)}
     for s in stmts:
         if isinstance(s, ast.While | ast.ForEach | ast.Break | ast.Continue | ast.Reject):
-            return False
+            return None
     # variables written in the body that live outside it
     outer_writes: dict[str, list[ast.Assign]] = {}
     for s in stmts:
@@ -62,56 +73,137 @@ def _check(loop: ast.For) -> bool:
                 outer_writes.setdefault(name, []).append(s)
     # loop-dependent names: the index, locals, outer arrays written per index
     dependent = {var} | locals_ | set(outer_writes)
+    private: dict[str, object] = {}
     for name, writes in outer_writes.items():
-        for w in writes:
-            if w.op != "=" or not _is_loop_element(w.lhs, var):
-                return False
-        # every read of an outer array written here must be exactly name[var, ...]
+        prefixes = [_element_prefix(w.lhs, var, dependent) for w in writes]
+        if any(w.op != "=" for w in writes):
+            return None
+        if any(p is None for p in prefixes):
+            if not _privatisable(loop, stmts, name):
+                return None
+            private[name] = _target_var(writes[0].lhs).type
+            continue
+        # every read of an outer array written here must be its own element, name[..., var], or
+        # an element no iteration writes (x[t - 1, j] where the loop writes x[t, k])
         for s in stmts:
             reads = list(_reads(s))
-            allowed = {
-                id(e.base)
-                for e in reads
-                if isinstance(e, ast.Index)
-                and isinstance(e.base, ast.Var)
-                and e.base.name == name
-                and _is_loop_element(e, var)
-            }
+            allowed = set()
+            for e in reads:
+                if isinstance(e, ast.Index) and isinstance(e.base, ast.Var) and e.base.name == name:
+                    own = _element_prefix(e, var, dependent)
+                    if own is not None and own in prefixes:
+                        allowed.add(id(e.base))
+                    elif all(_disjoint(e, p) for p in prefixes):
+                        allowed.add(id(e.base))
             for e in reads:
                 if isinstance(e, ast.Var) and e.name == name and id(e) not in allowed:
-                    return False
+                    return None
     # inner loops: bounds must not depend on the index
     for s in stmts:
         if isinstance(s, ast.For) and s is not loop:
             if _names([s.lo, s.hi]) & dependent:
-                return False
+                return None
     # sizes, slices and size arguments must not depend on the index
     for s in stmts:
         if isinstance(s, ast.Decl):
             if _names(s.spec.sizes + s.spec.array_sizes) & dependent:
-                return False
+                return None
         for e in ast.iter_exprs(_stmt_exprs(s)):
             if isinstance(e, ast.Index):
                 for item in e.items:
                     if item.kind != "single" and _names([item.lo, item.hi]) & dependent:
-                        return False
+                        return None
             if isinstance(e, ast.Call):
                 fn = lookup(e.name)
                 if fn is not None:
                     for k in fn.size_args:
                         if k < len(e.args) and _names(e.args[k]) & (dependent | inner_loop_vars):
-                            return False
-    return True
+                            return None
+    return private
 
 
-def _is_loop_element(e: ast.Expr, var: str) -> bool:
-    """`x[var]` or `x[var, j...]` with the other indices independent of the loop."""
+def _target_var(lhs: ast.Expr) -> ast.Var:
+    while isinstance(lhs, ast.Index):
+        lhs = lhs.base
+    return lhs
+
+
+def _element_prefix(e: ast.Expr, var: str, dependent: set[str]) -> tuple | None:
+    """For `x[i, ..., var]` (single indexes, the loop index last, the others the same in every
+    iteration) the offset forms of the other indexes; None for any other form."""
     if not (isinstance(e, ast.Index) and isinstance(e.base, ast.Var)):
-        return False
-    first, rest = e.items[0], e.items[1:]
-    if not (first.kind == "single" and isinstance(first.lo, ast.Var) and first.lo.name == var):
-        return False
-    return not rest  # element assignment below the first index is done one index at a time
+        return None
+    *prefix, last = e.items
+    if not (last.kind == "single" and isinstance(last.lo, ast.Var) and last.lo.name == var):
+        return None
+    forms = []
+    for item in prefix:
+        form = _offset_form(item.lo) if item.kind == "single" else None
+        if form is None or (form[0] and form[0] in dependent):
+            return None
+        forms.append(form)
+    return tuple(forms)
+
+
+def _offset_form(e) -> tuple[str, int] | None:
+    """`t`, `t - 2`, `t + 1` or `3` as (name, offset) ('' for a literal), else None."""
+    if isinstance(e, ast.Var):
+        return (e.name, 0)
+    if isinstance(e, ast.Num) and isinstance(e.value, int):
+        return ("", e.value)
+    if (
+        isinstance(e, ast.BinOp)
+        and e.op in ("+", "-")
+        and isinstance(e.left, ast.Var)
+        and isinstance(e.right, ast.Num)
+        and isinstance(e.right.value, int)
+    ):
+        return (e.left.name, e.right.value if e.op == "+" else -e.right.value)
+    return None
+
+
+def _disjoint(read: ast.Index, prefix: tuple) -> bool:
+    """Whether `read` (x[a, b, ...]) provably names other elements than any x[prefix..., var]:
+    some leading index differs by a constant offset of the same name (t - 1 against t)."""
+    for item, form in zip(read.items, prefix, strict=False):
+        got = _offset_form(item.lo) if item.kind == "single" else None
+        if got is not None and got[0] == form[0] and got[1] != form[1]:
+            return True
+    return False
+
+
+def _privatisable(loop: ast.For, stmts: list, name: str) -> bool:
+    """`name` is written before it is read in every iteration: the first statement that mentions
+    it writes it without reading it, and no branch mentions it (a skipped write would expose the
+    previous iteration's value). Containers are also checked element by element at run time."""
+    for s in stmts:
+        if isinstance(s, ast.If) and name in _names(_subtree_exprs(s)):
+            return False
+    for s in stmts:
+        if isinstance(s, ast.Block | ast.If | ast.For):
+            if isinstance(s, ast.For) and name in _names([s.lo, s.hi]):
+                return False
+            continue
+        mentioned = name in _names(_stmt_exprs(s))
+        if isinstance(s, ast.Decl) and s.name == name:
+            return False
+        if not mentioned:
+            continue
+        if not isinstance(s, ast.Assign) or s.op != "=" or _target_name(s.lhs) != name:
+            return False
+        if name in {e.name for e in _reads(s) if isinstance(e, ast.Var)}:
+            return False
+        # a scalar must be written whole, at the top level of the body (an inner loop may not run)
+        return isinstance(s.lhs, ast.Index) or s in _top_level(loop.body)
+    return False
+
+
+def _top_level(body: ast.Stmt) -> list:
+    return list(body.stmts) if isinstance(body, ast.Block) else [body]
+
+
+def _subtree_exprs(s: ast.Stmt) -> list:
+    return [e for inner in _walk_stmts(s) for e in _stmt_exprs(inner)]
 
 
 def _stmt_exprs(s: ast.Stmt) -> list:
@@ -126,6 +218,8 @@ def _stmt_exprs(s: ast.Stmt) -> list:
         return [s.expr]
     if isinstance(s, ast.For):
         return [s.lo, s.hi]
+    if isinstance(s, ast.If | ast.While):
+        return [s.cond]
     if isinstance(s, ast.CallStmt):
         return [s.call]
     if isinstance(s, ast.Print):
