@@ -20,6 +20,7 @@ from ppl.distributions import get_distribution
 from ppl.distributions.base import where
 from ppl.errors import ModelError
 from ppl.functions import CONSTANTS, lookup, matmul
+from ppl.loop_invariants import invariant_expressions
 from ppl.loops import private_variables, vectorisable
 from ppl.parser import format_location
 from ppl.row_selection import (
@@ -166,6 +167,7 @@ class Evaluator:
         self._loop_axis = 0  # batch axis of the innermost vectorised loop's index (0: none)
         self._outer_counts: tuple[int, ...] = ()  # row counts of the enclosing vectorised loops
         self._current_loop = self._loop_rows = self._loop_start = self._loop_types = None
+        self._memos: dict = {}  # sequential loop -> its loop-invariant values (ppl.loop_invariants)
         self.on_statement = None  # optional callback(stmt) after each model statement (ppl check)
         # when a list: (statement, elementwise log density) for every ~ / target += run, and
         # (declaration, elementwise log-Jacobian) for every latent (BBVI's Markov blankets)
@@ -742,6 +744,7 @@ def _run_draw_selected(ev, condition, then, other) -> None:
         raise NeedsPerSample()
     target = ev.target
     outcomes = []
+    memos, ev._memos = ev._memos, {}  # values kept for all draws do not fit the narrowed ones
     try:
         for branch, sel in branches:
             if branch is None:
@@ -761,6 +764,8 @@ def _run_draw_selected(ev, condition, then, other) -> None:
             env[name] = value
     except NotPerRow:
         raise NeedsPerSample() from None
+    finally:
+        ev._memos = memos
     for sel, _, _, lp in outcomes:
         if not (lp.__class__ is float and lp == 0.0):
             target = target + put_draws(onp.zeros(n_draws), 0, sel, sum_to_batch0(lp), n_draws)
@@ -904,8 +909,41 @@ def _has_jump(s: ast.Stmt) -> bool:
     return False
 
 
+def _memoised(e: ast.Expr, loop: ast.For, inner: tuple[str, ...]):
+    """e's closure, its value kept while `loop` runs one index at a time (ppl.loop_invariants):
+    keyed by the values of the inner-loop indexes it reads."""
+    compute = _compile_expr(e)
+
+    def memo(ev):
+        table = ev._memos.get(loop)
+        if table is None:
+            return compute(ev)
+        env = ev.env
+        key = (id(e),) + tuple(_memo_key(env.get(name)) for name in inner)
+        try:
+            return table[key]
+        except KeyError:
+            value = table[key] = compute(ev)
+            return value
+
+    return memo
+
+
+def _memo_key(value):
+    if value.__class__ is int:
+        return value
+    arr = onp.asarray(value)
+    return arr.shape, arr.tobytes()
+
+
 def _compile_for(s: ast.For):
     lo_fn, hi_fn = _expr_fn(s.lo), _expr_fn(s.hi)
+    # before the body is compiled, so that its closures call the memoised ones
+    invariants = invariant_expressions(s)
+    for e, inner in invariants:
+        if "_fn" not in e.__dict__:
+            e.__dict__["_memo_loop"] = True
+            e.__dict__["_fn"] = _memoised(e, s, inner)
     body = _stmt_fn(s.body)
     var = s.var
     jumps = _has_jump(s.body)
@@ -928,27 +966,41 @@ def _compile_for(s: ast.For):
             return
         env[var] = lo
         n = len(env)
-        if jumps:
-            for i in range(lo, hi + 1):
-                env[var] = i
-                try:
-                    body(ev)
-                except _Break:
-                    break
-                except _Continue:
-                    pass
-                finally:
-                    if len(env) != n:
-                        _trim(env, n)
-        else:
-            for i in range(lo, hi + 1):
-                env[var] = i
-                body(ev)
-                if len(env) != n:
-                    _trim(env, n)
-        env.pop(var, None)
+        if invariants and hi > lo:
+            ev._memos[s] = {}
+            try:
+                _run_sequential(ev, s, body, lo, hi, jumps, n)
+            finally:
+                ev._memos.pop(s, None)
+            return
+        _run_sequential(ev, s, body, lo, hi, jumps, n)
 
     return run
+
+
+def _run_sequential(ev, s: ast.For, body, lo: int, hi: int, jumps: bool, n: int) -> None:
+    """The loop one index at a time (its index already in env, `n` names in env)."""
+    env = ev.env
+    var = s.var
+    if jumps:
+        for i in range(lo, hi + 1):
+            env[var] = i
+            try:
+                body(ev)
+            except _Break:
+                break
+            except _Continue:
+                pass
+            finally:
+                if len(env) != n:
+                    _trim(env, n)
+    else:
+        for i in range(lo, hi + 1):
+            env[var] = i
+            body(ev)
+            if len(env) != n:
+                _trim(env, n)
+    env.pop(var, None)
 
 
 #: vectorised loops nest this deep (the loop index of depth d is batch axis d; axis 0: the draws)
@@ -1653,6 +1705,8 @@ _RAW = {np.exp: onp.exp, np.log: onp.log, np.sqrt: onp.sqrt, np.square: onp.squa
 
 
 def _fusable_op(e) -> bool:
+    if "_memo_loop" in e.__dict__:
+        return False  # a loop invariant: a leaf computed once, not an operation redone per run
     t = getattr(e, "type", None)
     if t is None or t.base != "real" or t.ndim:
         return False

@@ -22,7 +22,7 @@ STAGES: list[tuple[str, list[str]]] = [
     ("parser", ["ppl.parser"]),
     ("library", ["ppl.distributions", "ppl.functions", "ppl.transforms"]),
     ("checker", ["ppl.checker"]),
-    ("evaluator", ["ppl.loops", "ppl.row_selection", "ppl.evaluator"]),
+    ("evaluator", ["ppl.loops", "ppl.loop_invariants", "ppl.row_selection", "ppl.evaluator"]),
     ("compiler", ["ppl.compiler"]),
     # the families know no language: numerics on arrays, and the choice of one per latent
     ("families", ["ppl.families"]),

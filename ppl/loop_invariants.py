@@ -1,0 +1,142 @@
+"""Loop-invariant expressions of a sequential `for` loop: computed in its first iteration, reused.
+
+A recurrence (`for (t in 2:N)` in a forward algorithm, a GARCH filter) runs one iteration at a
+time, and its body often holds expressions that do not involve anything the loop changes, such as
+`log(theta[j, k])` inside `for (t) for (k) for (j)`. They take the same value in every iteration
+of `t` (for the same values of the inner indexes `j`, `k`), so the evaluator keeps the first value
+and reuses it: one autograd node instead of one per time step, for values and gradients alike.
+
+An expression qualifies when none of its names is written in the loop (assigned, declared, the
+loop's own index, an index of an inner loop whose bounds change), it draws no random numbers, and it
+does some work (a call, an operator or an indexing, not a bare name or number). Only the largest
+such expressions are kept. This is a static pass over the loop's syntax: the evaluator decides
+when a loop runs sequentially and holds the cache (ppl.evaluator).
+"""
+
+from __future__ import annotations
+
+from ppl import ast
+
+
+def invariant_expressions(loop: ast.For) -> list[tuple[ast.Expr, tuple[str, ...]]]:
+    """The largest loop-invariant expressions of the loop's body, each with the inner-loop
+    indexes it reads (the cache is keyed by their values)."""
+    try:
+        return loop.__dict__["_invariants"].found
+    except KeyError:
+        pass
+    kept = loop.__dict__["_invariants"] = _Kept(_find(loop))
+    return kept.found
+
+
+class _Kept:
+    """Holds the result on the loop node, out of sight of ast.iter_exprs (which walks lists)."""
+
+    __slots__ = ("found",)
+
+    def __init__(self, found: list) -> None:
+        self.found = found
+
+
+def _find(loop: ast.For) -> list[tuple[ast.Expr, tuple[str, ...]]]:
+    stmts = list(_walk(loop.body))
+    written = {loop.var}
+    for s in stmts:
+        if isinstance(s, ast.Decl):
+            written.add(s.name)
+        elif isinstance(s, ast.Assign):
+            written.add(_target(s.lhs).name)
+        elif isinstance(s, ast.ForEach):
+            written.add(s.var)
+    # an inner loop whose bounds the loop changes gives its index other values: written
+    inner_loops = [s for s in stmts if isinstance(s, ast.For)]
+    changed = True
+    while changed:
+        changed = False
+        for s in inner_loops:
+            if s.var not in written and _names([s.lo, s.hi]) & written:
+                written.add(s.var)
+                changed = True
+    inner = {s.var for s in inner_loops} - written
+    found: list[tuple[ast.Expr, tuple[str, ...]]] = []
+    for s in stmts:
+        for root in _evaluated(s):
+            _collect(root, written, inner, found)
+    return found
+
+
+def _collect(e: ast.Expr, written: set[str], inner: set[str], found: list) -> None:
+    if e is None or isinstance(e, ast.Num | ast.Str | ast.Var):
+        return
+    names = _names(e)
+    if not names & written and not _draws(e):
+        found.append((e, tuple(sorted(names & inner))))
+        return
+    for child in _children(e):
+        _collect(child, written, inner, found)
+
+
+def _children(e: ast.Expr) -> list:
+    if isinstance(e, ast.BinOp):
+        return [e.left, e.right]
+    if isinstance(e, ast.UnOp):
+        return [e.operand]
+    if isinstance(e, ast.Call):
+        return list(e.args)
+    if isinstance(e, ast.Ternary):
+        return [e.cond, e.if_true, e.if_false]
+    if isinstance(e, ast.Index):
+        return [e.base] + [x for item in e.items for x in (item.lo, item.hi) if x is not None]
+    if isinstance(e, ast.ArrayExpr | ast.RowVectorExpr):
+        return list(e.items)
+    return []
+
+
+def _draws(e: ast.Expr) -> bool:
+    return any(isinstance(x, ast.Call) and x.name.endswith("_rng") for x in ast.iter_exprs(e))
+
+
+def _names(node) -> set[str]:
+    return {e.name for e in ast.iter_exprs(node) if isinstance(e, ast.Var)}
+
+
+def _target(lhs: ast.Expr) -> ast.Var:
+    while isinstance(lhs, ast.Index):
+        lhs = lhs.base
+    return lhs
+
+
+def _walk(s: ast.Stmt):
+    yield s
+    if isinstance(s, ast.Block):
+        for inner in s.stmts:
+            yield from _walk(inner)
+    elif isinstance(s, ast.For | ast.ForEach | ast.While):
+        yield from _walk(s.body)
+    elif isinstance(s, ast.If):
+        yield from _walk(s.then)
+        if s.otherwise is not None:
+            yield from _walk(s.otherwise)
+
+
+def _evaluated(s: ast.Stmt) -> list:
+    """The expressions a statement evaluates as values (an assignment's target only through its
+    indexes; a declaration's sizes are left alone)."""
+    if isinstance(s, ast.Decl):
+        return [s.init] if s.init is not None else []
+    if isinstance(s, ast.Assign):
+        out = [s.rhs]
+        lhs = s.lhs
+        while isinstance(lhs, ast.Index):
+            out += [x for item in lhs.items for x in (item.lo, item.hi) if x is not None]
+            lhs = lhs.base
+        return out
+    if isinstance(s, ast.Tilde):
+        return [s.lhs] + list(s.args)
+    if isinstance(s, ast.TargetInc):
+        return [s.expr]
+    if isinstance(s, ast.If | ast.While):
+        return [s.cond]
+    if isinstance(s, ast.CallStmt):
+        return [s.call]
+    return []
