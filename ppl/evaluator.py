@@ -385,8 +385,8 @@ class Evaluator:
             value = np.reshape(value, shape[:vb] + (1,) * (axis + 1 - vb) + shape[vb:])
             shape = fast_shape(value)
             value = broadcast(value, shape[:axis] + (count,) + shape[axis + 1 :])
-        # (..., L, elem) -> (..., L as type axis, elem)
-        moved = np.moveaxis(value, axis, -(elem_nd + 1))
+        # (..., L, elem) -> (..., L as type axis, elem); nothing to move for scalar elements
+        moved = np.moveaxis(value, axis, -(elem_nd + 1)) if elem_nd else value
         if isinstance(current, ElementList):
             n = len(current.items)
         else:
@@ -1613,17 +1613,17 @@ def _compile_call(e: ast.Call):
 
 
 def _gather(value, b: int, axis: int, idx):
-    """value[..., idx, ...] on type axis `axis` where idx carries batch axes of its own."""
+    """value[..., idx, ...] on type axis `axis` where idx carries batch axes of its own.
+
+    The value's b batch axes are indexed by aranges shaped to broadcast with idx's axes (batch
+    axes line up from the left), so the value itself is not reshaped: one autograd node."""
     bi = idx.ndim
     nb = max(b, bi)
     shape = fast_shape(value)
-    if b < nb:
-        value = np.reshape(value, shape[:b] + (1,) * (nb - b) + shape[b:])
-        shape = fast_shape(value)
     if bi < nb:
         idx = idx.reshape(idx.shape + (1,) * (nb - bi))
     index = []
-    for j in range(nb):
+    for j in range(b):
         size = shape[j]
         ar = onp.arange(size) if size > 1 else onp.zeros(1, dtype=int)
         index.append(ar.reshape((1,) * j + (-1,) + (1,) * (nb - j - 1)))
