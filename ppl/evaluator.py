@@ -909,10 +909,13 @@ def _has_jump(s: ast.Stmt) -> bool:
     return False
 
 
-def _memoised(e: ast.Expr, loop: ast.For, inner: tuple[str, ...]):
-    """e's closure, its value kept while `loop` runs one index at a time (ppl.loop_invariants):
-    keyed by the values of the inner-loop indexes it reads."""
+def _memoised(e: ast.Expr, loop: ast.For, inner: tuple[str, ...], mapped: bool):
+    """e's closure, its value kept while `loop` runs one index at a time (ppl.loop_invariants),
+    keyed by the values of the inner-loop indexes it reads. A `mapped` expression (it depends on
+    the loop's index) is computed for every index at once and read per iteration."""
     compute = _compile_expr(e)
+    var = loop.var
+    k = e.type.ndim if e.type is not None else 0
 
     def memo(ev):
         table = ev._memos.get(loop)
@@ -921,12 +924,38 @@ def _memoised(e: ast.Expr, loop: ast.For, inner: tuple[str, ...]):
         env = ev.env
         key = (id(e),) + tuple(_memo_key(env.get(name)) for name in inner)
         try:
-            return table[key]
+            kept = table[key]
         except KeyError:
-            value = table[key] = compute(ev)
-            return value
+            kept = _map_over_index(ev, compute, var, table, k) if mapped else compute(ev)
+            table[key] = kept
+        if not mapped:
+            return kept
+        if kept is None:
+            return compute(ev)
+        values, axis, lo = kept
+        return values[(slice(None),) * axis + (env[var] - lo,)]
 
     return memo
+
+
+def _map_over_index(ev, compute, var: str, table: dict, type_ndim: int):
+    """(values for every index of the loop, their index axis, the first index), or None when the
+    expression cannot be computed that way (it then runs per iteration)."""
+    lo, hi = table["range"]
+    env = ev.env
+    axis = ev._loop_axis + 1  # a new batch axis after those of enclosing vectorised loops
+    current = env[var]
+    env[var] = onp.arange(lo, hi + 1).reshape((1,) * axis + (-1,))
+    try:
+        values = compute(ev)
+    except Exception:  # noqa: BLE001 - anything this cannot do runs per iteration as before
+        return None
+    finally:
+        env[var] = current
+    shape = fast_shape(values)
+    if len(shape) - type_ndim != axis + 1 or shape[axis] != hi - lo + 1:
+        return None
+    return values, axis, lo
 
 
 def _memo_key(value):
@@ -940,10 +969,10 @@ def _compile_for(s: ast.For):
     lo_fn, hi_fn = _expr_fn(s.lo), _expr_fn(s.hi)
     # before the body is compiled, so that its closures call the memoised ones
     invariants = invariant_expressions(s)
-    for e, inner in invariants:
+    for e, inner, mapped in invariants:
         if "_fn" not in e.__dict__:
             e.__dict__["_memo_loop"] = True
-            e.__dict__["_fn"] = _memoised(e, s, inner)
+            e.__dict__["_fn"] = _memoised(e, s, inner, mapped)
     body = _stmt_fn(s.body)
     var = s.var
     jumps = _has_jump(s.body)
@@ -967,7 +996,7 @@ def _compile_for(s: ast.For):
         env[var] = lo
         n = len(env)
         if invariants and hi > lo:
-            ev._memos[s] = {}
+            ev._memos[s] = {"range": (lo, hi)}
             try:
                 _run_sequential(ev, s, body, lo, hi, jumps, n)
             finally:

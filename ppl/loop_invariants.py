@@ -18,9 +18,11 @@ from __future__ import annotations
 from ppl import ast
 
 
-def invariant_expressions(loop: ast.For) -> list[tuple[ast.Expr, tuple[str, ...]]]:
-    """The largest loop-invariant expressions of the loop's body, each with the inner-loop
-    indexes it reads (the cache is keyed by their values)."""
+def invariant_expressions(loop: ast.For) -> list[tuple[ast.Expr, tuple[str, ...], bool]]:
+    """The largest expressions of the loop's body that are loop-invariant, or that depend on the
+    loop only through its own index (`normal_lpdf(y[t] | mu[k], 1)`: computed for every index at
+    once, as a vectorised loop would, then read per iteration), each with the inner-loop indexes it
+    reads (the cache is keyed by their values) and whether it depends on the index."""
     try:
         return loop.__dict__["_invariants"].found
     except KeyError:
@@ -38,7 +40,7 @@ class _Kept:
         self.found = found
 
 
-def _find(loop: ast.For) -> list[tuple[ast.Expr, tuple[str, ...]]]:
+def _find(loop: ast.For) -> list[tuple[ast.Expr, tuple[str, ...], bool]]:
     stmts = list(_walk(loop.body))
     written = {loop.var}
     for s in stmts:
@@ -58,22 +60,38 @@ def _find(loop: ast.For) -> list[tuple[ast.Expr, tuple[str, ...]]]:
                 written.add(s.var)
                 changed = True
     inner = {s.var for s in inner_loops} - written
-    found: list[tuple[ast.Expr, tuple[str, ...]]] = []
+    found: list[tuple[ast.Expr, tuple[str, ...], bool]] = []
     for s in stmts:
         for root in _evaluated(s):
-            _collect(root, written, inner, found)
+            _collect(root, written, inner, loop.var, found)
     return found
 
 
-def _collect(e: ast.Expr, written: set[str], inner: set[str], found: list) -> None:
+def _collect(e: ast.Expr, written: set[str], inner: set[str], var: str, found: list) -> None:
     if e is None or isinstance(e, ast.Num | ast.Str | ast.Var):
         return
     names = _names(e)
-    if not names & written and not _draws(e):
-        found.append((e, tuple(sorted(names & inner))))
+    changing = names & written
+    if (not changing or changing == {var}) and not _draws(e) and not _trivial(e, var):
+        found.append((e, tuple(sorted(names & inner)), bool(changing)))
         return
     for child in _children(e):
-        _collect(child, written, inner, found)
+        _collect(child, written, inner, var, found)
+
+
+def _trivial(e: ast.Expr, var: str) -> bool:
+    """`x[t]`: reading one element per iteration costs what reading a precomputed one does; an
+    int scalar (`t - 1`, a comparison) is cheap Python arithmetic, and must stay a Python int to
+    index element lists quickly."""
+    t = getattr(e, "type", None)
+    if t is not None and t.base == "int" and t.ndim == 0:
+        return True
+    return (
+        isinstance(e, ast.Index)
+        and isinstance(e.base, ast.Var)
+        and all(i.kind == "single" and isinstance(i.lo, ast.Var | ast.Num) for i in e.items)
+        and any(isinstance(i.lo, ast.Var) and i.lo.name == var for i in e.items)
+    )
 
 
 def _children(e: ast.Expr) -> list:

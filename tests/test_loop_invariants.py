@@ -50,13 +50,17 @@ def _text(e: ast.Expr) -> str:
 def test_the_forward_algorithm_keeps_the_log_transition_matrix():
     program = check(parse(FORWARD, "f.model")).program
     loop = next(s for s in program.model if isinstance(s, ast.For) and s.var == "t")
-    found = {_text(e): inner for e, inner in invariant_expressions(loop)}
-    # the emission depends on t and gamma on the recurrence: neither is kept
-    assert found == {"log(theta[j, k])": ("j", "k"), "mu[k]": ("k",)}
+    found = {_text(e): (inner, mapped) for e, inner, mapped in invariant_expressions(loop)}
+    # log(theta[j, k]) is the same at every t; the emission depends on t only through the data,
+    # so it is computed for every t at once; gamma is the recurrence itself
+    assert found == {
+        "log(theta[j, k])": (("j", "k"), False),
+        "normal_lpdf(y[t], mu[k], 1)": (("k",), True),
+    }
 
 
 CHANGING = """
-data { int T; }
+data { int T; vector[T] x; }
 parameters { vector[3] a; }
 model {
   a ~ normal(0, 1);
@@ -64,9 +68,12 @@ model {
     for (k in 1:t) target += -square(a[1] * k) / 100;  // k's range changes with t: not kept
     for (j in 1:3) target += -exp(a[j]) / 10;          // kept, one value per j
     if (a[2] > 0) target += -square(a[3] - 1); else target += log1p(square(a[3]));
+    target += normal_lpdf(x[t] | a[1], exp(a[2]));      // computed for every t at once
+    target += -sum(a[1:(t % 3 + 1)]) / 10;             // a slice per t: computed per t
   }
 }
 """
+X = np.array([0.3, -1.2, 2.0, 0.7, -0.1])
 
 
 def _reference(a: np.ndarray, steps: int) -> float:
@@ -75,11 +82,14 @@ def _reference(a: np.ndarray, steps: int) -> float:
         lp += sum(-((a[0] * k) ** 2) / 100 for k in range(1, t + 1))
         lp += np.sum(-np.exp(a) / 10)
         lp += -((a[2] - 1) ** 2) if a[1] > 0 else np.log1p(a[2] ** 2)
+        sd = np.exp(a[1])
+        lp += -0.5 * ((X[t - 1] - a[0]) / sd) ** 2 - np.log(sd) - 0.5 * np.log(2 * np.pi)
+        lp += -np.sum(a[: t % 3 + 1]) / 10
     return lp
 
 
 def test_kept_values_give_the_recomputed_answer():
-    model = CompiledModel(check(parse(CHANGING, "c.model")), {"T": np.asarray(5)})
+    model = CompiledModel(check(parse(CHANGING, "c.model")), {"T": np.asarray(5), "x": X})
     zeta = np.random.default_rng(3).normal(size=(6, 3))
     zeta[:3, 1] = np.abs(zeta[:3, 1])  # both branches of the `if` on a[2]
     zeta[3:, 1] = -np.abs(zeta[3:, 1])
