@@ -21,7 +21,7 @@ from ppl.distributions.base import where
 from ppl.errors import ModelError
 from ppl.functions import CONSTANTS, lookup, matmul
 from ppl.loop_invariants import invariant_expressions
-from ppl.loops import private_variables, vectorisable
+from ppl.loops import private_variables, reduction_increment, reductions, vectorisable
 from ppl.parser import format_location
 from ppl.row_selection import (
     NotPerRow,
@@ -166,6 +166,8 @@ class Evaluator:
         self.in_vector_loop = False
         self._loop_axis = 0  # batch axis of the innermost vectorised loop's index (0: none)
         self._outer_counts: tuple[int, ...] = ()  # row counts of the enclosing vectorised loops
+        self._reduction_frames: tuple = ()  # each active vectorised loop's accumulating statements
+        self._outer_rows: tuple = ()  # the row indexes of the enclosing vectorised loops
         self._current_loop = self._loop_rows = self._loop_start = self._loop_types = None
         self._memos: dict = {}  # sequential loop -> its loop-invariant values (ppl.loop_invariants)
         self.on_statement = None  # optional callback(stmt) after each model statement (ppl check)
@@ -280,6 +282,11 @@ class Evaluator:
             rtype = lhs.type
         else:
             rtype = s.rhs.type
+        self.store(s, rhs, rtype)
+
+    def store(self, s: ast.Assign, rhs, rtype: SType) -> None:
+        """Assign an evaluated right-hand side to the statement's target."""
+        lhs = s.lhs
         if isinstance(lhs, ast.Var):
             old = self.env.get(lhs.name)
             if old is not None and not isinstance(old, int | float) and lhs.type.ndim:
@@ -1052,10 +1059,14 @@ def _run_vectorised(ev, s: ast.For, body, np_rows, types) -> None:
         ev._loop_types,
         ev._loop_axis,
         ev._outer_counts,
+        ev._outer_rows,
+        ev._reduction_frames,
     )
     axis = ev._loop_axis + 1
     if axis > 1:
         ev._outer_counts = ev._outer_counts + (len(ev._loop_rows),)
+        ev._outer_rows = ev._outer_rows + (ev._loop_rows,)
+    ev._reduction_frames = ev._reduction_frames + (reductions(s),)
     ev._current_loop = s
     ev.in_vector_loop = True
     ev._loop_axis = axis
@@ -1082,6 +1093,8 @@ def _run_vectorised(ev, s: ast.For, body, np_rows, types) -> None:
             ev._loop_types,
             ev._loop_axis,
             ev._outer_counts,
+            ev._outer_rows,
+            ev._reduction_frames,
         ) = outer
         env.pop(var, None)
 
@@ -1092,6 +1105,54 @@ def _compile_decl(d: ast.Decl):
 
 
 def _compile_assign(s: ast.Assign):
+    plain = _compile_plain_assign(s)
+    increment = reduction_increment(s)
+    if increment is None:
+        return plain
+    increment_fn = _expr_fn(increment)
+    plus = _binop_fn("+", s.lhs.type, increment.type, s)
+    k = increment.type.ndim
+
+    def assign(ev):
+        if ev.in_vector_loop and any(s in frame for frame in ev._reduction_frames):
+            value, level = _sum_over_rows(ev, s, increment_fn(ev), k)
+            # the target lives at the level of the loops not summed over: store it there
+            saved = ev.in_vector_loop, ev._loop_axis, ev._loop_rows
+            if level < ev._loop_axis:
+                ev.in_vector_loop = level > 0
+                ev._loop_axis = level
+                ev._loop_rows = ev._outer_rows[level - 1] if level else None
+            try:
+                ev.store(s, plus(ev, ev.expr(s.lhs), value), s.lhs.type)
+            finally:
+                ev.in_vector_loop, ev._loop_axis, ev._loop_rows = saved
+            return
+        plain(ev)
+
+    return assign
+
+
+def _sum_over_rows(ev, s: ast.Assign, value, type_ndim: int):
+    """An accumulating assignment's increment summed over the rows of the vectorised loops it
+    accumulates over (ppl.loops.reductions), and the loop depth its target lives at; an increment
+    the same for every row counts once per row, as in the sequential loop."""
+    counts = ev._outer_counts + (len(ev._loop_rows),)
+    shape = fast_shape(value)
+    batch = len(shape) - type_ndim
+    levels = [d for d, frame in enumerate(ev._reduction_frames, 1) if s in frame]
+    if levels != list(range(levels[0], len(counts) + 1)):  # only the innermost loops can be summed
+        raise Devectorise(ev._current_loop)
+    axes = [axis for axis in levels if axis < batch]  # a size-1 axis is summed away too
+    factor = 1
+    for axis in levels:
+        if axis >= batch or shape[axis] == 1:
+            factor *= counts[axis - 1]
+    if axes:
+        value = np.sum(value, axis=tuple(axes))
+    return (value if factor == 1 else value * factor), levels[0] - 1
+
+
+def _compile_plain_assign(s: ast.Assign):
     lhs = s.lhs
     if s.op != "=":
         return lambda ev: ev.assign(s)

@@ -40,6 +40,47 @@ def vectorisable(loop: ast.For) -> bool:
     return plan(loop) is not None
 
 
+def reductions(loop: ast.For) -> frozenset:
+    """The loop's accumulating assignments, `x = x + e` or `x += e` with x the same element in
+    every iteration and mentioned nowhere else in the loop: a vectorised run adds the sum of e
+    over the loop's rows (Stan users' `lp[s] = lp[s] + poisson_lpmf(D[t] | ...)` over t)."""
+    plan(loop)
+    return loop.__dict__.get("_reductions", frozenset())
+
+
+def reduction_increment(s: ast.Assign) -> ast.Expr | None:
+    """e of `x = x + e` or `x += e`, when e does not mention x; else None."""
+    if s.op == "+=":
+        increment = s.rhs
+    elif (
+        s.op == "="
+        and isinstance(s.rhs, ast.BinOp)
+        and s.rhs.op == "+"
+        and _same_place(s.rhs.left, s.lhs)
+    ):
+        increment = s.rhs.right
+    else:
+        return None
+    if _target_name(s.lhs) in _names(increment):
+        return None
+    return increment
+
+
+def _same_place(a: ast.Expr, b: ast.Expr) -> bool:
+    """Whether two lvalue-shaped expressions name the same element (`lp[s]` twice)."""
+    if isinstance(a, ast.Var) and isinstance(b, ast.Var):
+        return a.name == b.name
+    if isinstance(a, ast.Index) and isinstance(b, ast.Index) and len(a.items) == len(b.items):
+        for x, y in zip(a.items, b.items, strict=True):
+            if x.kind != "single" or y.kind != "single":
+                return False
+            fx, fy = _offset_form(x.lo), _offset_form(y.lo)
+            if fx is None or fx != fy:
+                return False
+        return _same_place(a.base, b.base)
+    return False
+
+
 def private_variables(loop: ast.For) -> dict[str, object]:
     """Variables declared outside the loop that each iteration writes before it reads them (the
     `acc` of a forward algorithm's inner loop), with their types: a vectorised run gives each row
@@ -74,7 +115,11 @@ def _check(loop: ast.For) -> dict[str, object] | None:
     # loop-dependent names: the index, locals, outer arrays written per index
     dependent = {var} | locals_ | set(outer_writes)
     private: dict[str, object] = {}
+    accumulating = set()
     for name, writes in outer_writes.items():
+        if all(_accumulates(w, name, stmts, dependent | inner_loop_vars, writes) for w in writes):
+            accumulating.update(writes)
+            continue
         prefixes = [_element_prefix(w.lhs, var, dependent) for w in writes]
         if any(w.op != "=" for w in writes):
             return None
@@ -119,7 +164,27 @@ def _check(loop: ast.For) -> dict[str, object] | None:
                     for k in fn.size_args:
                         if k < len(e.args) and _names(e.args[k]) & (dependent | inner_loop_vars):
                             return None
+    loop.__dict__["_reductions"] = frozenset(accumulating)
     return private
+
+
+def _accumulates(w: ast.Assign, name: str, stmts: list, varying: set[str], writes: list) -> bool:
+    """`w` adds to the same element of `name` in every iteration, and only such statements of the
+    loop mention `name` (so no iteration reads a partial sum)."""
+    increment = reduction_increment(w)
+    if increment is None:
+        return False
+    lhs = w.lhs
+    while isinstance(lhs, ast.Index):
+        if _names([(i.lo, i.hi) for i in lhs.items]) & varying:
+            return False
+        lhs = lhs.base
+    for s in stmts:
+        if all(s is not x for x in writes) and name in _names(_stmt_exprs(s)):
+            return False
+        if isinstance(s, ast.Decl) and name in _names(s.spec.sizes + s.spec.array_sizes):
+            return False
+    return True
 
 
 def _target_var(lhs: ast.Expr) -> ast.Var:

@@ -15,7 +15,7 @@ from autograd import grad
 from ppl import ast
 from ppl.checker import check
 from ppl.compiler import CompiledModel
-from ppl.loops import plan
+from ppl.loops import plan, reductions
 from ppl.parser import parse
 
 FORWARD = """
@@ -119,3 +119,66 @@ model {
 """
     fast = _same_as_sequential(src, {"K": 3, "J": 4})
     assert not fast.devectorised
+
+
+# ---- accumulating assignments: x = x + e summed over the rows ----------------------------------
+
+CHANGE_POINT = """
+data { real<lower=0> r_e; real<lower=0> r_l; int<lower=1> T; array[T] int<lower=0> D; }
+transformed data { real log_unif = -log(T); }
+parameters { real<lower=0> e; real<lower=0> l; }
+transformed parameters {
+  vector[T] lp = rep_vector(log_unif, T);
+  for (s in 1:T)
+    for (t in 1:T)
+      lp[s] = lp[s] + poisson_lpmf(D[t] | t < s ? e : l);
+}
+model { e ~ exponential(r_e); l ~ exponential(r_l); target += log_sum_exp(lp); }
+"""
+CHANGE_POINT_DATA = {"r_e": 1 / 3, "r_l": 1 / 3, "T": 9, "D": [4, 3, 5, 2, 4, 1, 0, 1, 2]}
+
+
+def test_change_point_marginalised_with_a_loop_accumulation():
+    """Stan's change-point model (the user's guide's loop form): the inner loop over t adds to
+    lp[s]; both loops run vectorised, with the sequential answer and transformed parameters."""
+    program = check(parse(CHANGE_POINT, "cp.model")).program
+    outer = program.transformed_parameters[1]
+    inner = outer.body
+    assert plan(outer) == {} and not reductions(outer)  # lp[s]: an element per row of s
+    assert len(reductions(inner)) == 1  # lp[s] = lp[s] + ...: a sum over t
+    fast = _same_as_sequential(CHANGE_POINT, CHANGE_POINT_DATA)
+    assert not fast.devectorised
+    slow = _compile(CHANGE_POINT, CHANGE_POINT_DATA, vectorise=False)
+    zeta = np.random.default_rng(1).normal(size=(3, 2))
+    rng = np.random.default_rng
+    np.testing.assert_allclose(
+        fast.constrained_draws(zeta, rng(0))["lp"], slow.constrained_draws(zeta, rng(0))["lp"]
+    )
+
+
+def test_accumulating_into_a_scalar_in_branches_and_a_partial_sum_that_is_read():
+    src = """
+data { int N; vector[N] x; }
+parameters { real mu; }
+model {
+  real total = 0;
+  real running = 0;
+  vector[N] seen;
+  for (n in 1:N) {
+    if (x[n] > 0) total += normal_lpdf(x[n] | mu, 1);
+    else total = total + normal_lpdf(x[n] | -mu, 2);
+    total += 0.5;  // the same for every row: once per row
+  }
+  for (n in 1:N) {
+    running += x[n] * mu;
+    seen[n] = running;  // reads the partial sum: a recurrence, run one row at a time
+  }
+  target += total - dot_self(seen) / 100;
+}
+"""
+    data = {"N": 6, "x": [0.5, -1.0, 2.0, -0.3, 0.0, 1.2]}
+    fast = _same_as_sequential(src, data)
+    assert fast.devectorised == set()  # the recurrence is sequential by plan, not by fallback
+    program = check(parse(src, "acc.model")).program
+    loops = [s for s in program.model if isinstance(s, ast.For)]
+    assert len(reductions(loops[0])) == 3 and plan(loops[1]) is None
