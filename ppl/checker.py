@@ -331,7 +331,8 @@ class Checker:
                 f"{dist.name} needs a {'vector' if dist.value_ndim else 'value'} "
                 f"on the left of '~', got {value_type}",
             )
-        for pname, pnd, t in zip(dist.params, dist.param_ndims, arg_types, strict=True):
+        min_ndims = dist.param_min_ndims or dist.param_ndims
+        for pname, pnd, t in zip(dist.params, min_ndims, arg_types, strict=True):
             if t.ndim < pnd:
                 raise self.error(
                     node,
@@ -483,6 +484,8 @@ class Checker:
             base, suffix = split
             dist = get_distribution(base)
             if suffix == "_rng":
+                if not dist.has_rng:
+                    raise self.error(e, f"{name} is not supported")
                 if self.block not in ("transformed_data", "generated_quantities"):
                     raise self.error(
                         e, f"{name} can only be used in transformed data or generated quantities"
