@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ppl.errors import DataError, PplError
+from ppl.transforms import make_transform
 
 Dim = int | str | Callable[[dict[str, np.ndarray]], int]
 Bound = None | float | Callable[[dict[str, np.ndarray]], "float | np.ndarray"]
@@ -51,6 +52,7 @@ class DataSpec:
     upper: Bound = None
     line: int = 0
     decl: str = ""
+    constraint: str | None = None  # a constrained type: "simplex", "cov_matrix", ...
 
 
 # ----------------------------------------------------------------------------------------------
@@ -876,6 +878,36 @@ def _check_bounds(
             )
 
 
+#: what each constrained type requires of a data value (Stan's tolerance: 1e-8)
+CONSTRAINT_TEXT = {
+    "simplex": "a simplex (non-negative entries summing to 1)",
+    "ordered": "ordered (strictly increasing)",
+    "positive_ordered": "positive and strictly increasing",
+    "unit_vector": "a unit vector (Euclidean norm 1)",
+    "sum_to_zero_vector": "a vector summing to 0",
+    "cov_matrix": "a covariance matrix (symmetric positive definite)",
+    "corr_matrix": "a correlation matrix (symmetric positive definite with a unit diagonal)",
+    "cholesky_factor_cov": "a Cholesky factor (lower triangular with a positive diagonal)",
+    "cholesky_factor_corr": (
+        "the Cholesky factor of a correlation matrix "
+        "(lower triangular, positive diagonal, rows of unit length)"
+    ),
+}
+
+
+def _check_constraint(spec: DataSpec, value: np.ndarray, src: _Source | None) -> None:
+    """A value of a constrained type (simplex, cov_matrix, ...) must satisfy its constraint."""
+    if spec.constraint is None or value.size == 0:
+        return
+    t = make_transform(spec.constraint)
+    lead = value.shape[: value.ndim - t.core_ndim]
+    for idx in np.ndindex(*lead):
+        if not t.in_support(value[idx]):
+            where = f"{_index_text(spec.name, idx)} in {_what(spec)}" if idx else _what(spec)
+            origin = f" ({src.where(idx + (0,) * t.core_ndim)})" if src is not None else ""
+            raise DataError(f"{where} is not {CONSTRAINT_TEXT[spec.constraint]}{origin}")
+
+
 def _missing(
     spec: DataSpec,
     paths: list[str],
@@ -1019,5 +1051,6 @@ def load_data(
                     "but sizes must be non-negative integers"
                 )
         _check_bounds(s, value, first, values)
+        _check_constraint(s, value, first)
         values[s.name] = value
     return values

@@ -128,9 +128,7 @@ _UNARY = {
 }
 
 for _name, _fn in _UNARY.items():
-    register(
-        _name, _unary_real_rule, (lambda fn: lambda args, types: fn(args[0]))(_fn), nargs=(1,)
-    )
+    register(_name, _unary_real_rule, (lambda fn: lambda args, types: fn(args[0]))(_fn), nargs=(1,))
 
 
 def _abs_rule(types):

@@ -20,14 +20,17 @@ PACKAGE = Path(__file__).resolve().parent.parent / "ppl"
 STAGES: list[tuple[str, list[str]]] = [
     ("foundation", ["ppl", "ppl.errors", "ppl.types", "ppl.ast", "ppl.special"]),
     ("parser", ["ppl.parser"]),
-    ("library", [
-        "ppl.distributions",
-        "ppl.function_registry",
-        "ppl.functions",
-        "ppl.functions_linalg",
-        "ppl.functions_extra",
-        "ppl.transforms",
-    ]),
+    (
+        "library",
+        [
+            "ppl.distributions",
+            "ppl.function_registry",
+            "ppl.functions",
+            "ppl.functions_linalg",
+            "ppl.functions_extra",
+            "ppl.transforms",
+        ],
+    ),
     ("checker", ["ppl.checker"]),
     ("evaluator", ["ppl.loops", "ppl.evaluator"]),
     ("compiler", ["ppl.compiler"]),
