@@ -22,6 +22,7 @@ from ppl.errors import ModelError
 from ppl.functions import CONSTANTS, lookup, matmul
 from ppl.loops import vectorisable
 from ppl.parser import format_location
+from ppl.printing import print_statement
 from ppl.types import (
     SType,
     align,
@@ -39,6 +40,10 @@ class Devectorise(Exception):
     def __init__(self, loop: ast.For):
         super().__init__("devectorise")
         self.loop = loop
+
+
+def _devectorise(ev) -> None:
+    raise Devectorise(ev._current_loop)
 
 
 class NeedsPerSample(Exception):
@@ -563,7 +568,7 @@ def _compile_stmt(s: ast.Stmt):
 
         return block
     if isinstance(s, ast.Print):
-        return lambda ev: None  # printing inside a log density would flood the terminal
+        return print_statement(s, _expr_fn, _devectorise)
     if isinstance(s, ast.Reject):
         message = " ".join(a.value if isinstance(a, ast.Str) else "?" for a in s.args)
 

@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "ppl"
 #: ("ppl.inference" covers ppl.inference.*); "ppl" itself (the package's __init__) only itself.
 #: Within a stage imports may go either way (the cycle check still applies).
 STAGES: list[tuple[str, list[str]]] = [
-    ("foundation", ["ppl", "ppl.errors", "ppl.types", "ppl.ast", "ppl.special"]),
+    ("foundation", ["ppl", "ppl.errors", "ppl.types", "ppl.ast", "ppl.special", "ppl.stan_index"]),
     ("parser", ["ppl.parser"]),
     (
         "library",
@@ -29,6 +29,7 @@ STAGES: list[tuple[str, list[str]]] = [
             "ppl.functions_linalg",
             "ppl.functions_extra",
             "ppl.transforms",
+            "ppl.printing",
         ],
     ),
     ("checker", ["ppl.checker"]),
