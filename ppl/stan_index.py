@@ -345,7 +345,6 @@ CHAPTERS: dict[str, tuple[str, ...]] = {
         "ones_int_array",
         "ones_row_vector",
         "ones_vector",
-        "operator",
         "qr",
         "qr_Q",
         "qr_R",

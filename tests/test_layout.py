@@ -46,7 +46,7 @@ STAGES: list[tuple[str, list[str]]] = [
     ("distributed", ["ppl.distributed"]),
     ("build", ["ppl.build"]),
     ("fit", ["ppl.pipeline"]),
-    ("reporting", ["ppl.output", "ppl.plots"]),
+    ("reporting", ["ppl.output", "ppl.plots", "ppl.coverage"]),
     ("cli", ["ppl.cli"]),
 ]
 
