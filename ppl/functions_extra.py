@@ -13,6 +13,9 @@ import numpy as onp
 from autograd.extend import defvjp, primitive
 
 from ppl import special as sps
+from ppl.distributions import get_distribution
+from ppl.distributions.cdfs import CDFS
+from ppl.distributions.special_extra import owens_t
 from ppl.function_registry import (
     SignatureError,
     elementwise_rule,
@@ -24,7 +27,6 @@ from ppl.function_registry import (
 from ppl.types import INT, MATRIX, REAL, SType, align, align_batch, fast_ndim, fast_shape
 
 _LOG_PI = float(onp.log(onp.pi))
-_INV_SQRT_2PI = 1.0 / onp.sqrt(2.0 * onp.pi)
 
 
 def _sp():
@@ -62,22 +64,6 @@ def _lambert_vjp(ans, x):
 
 defvjp(lambert_w0, _lambert_vjp)
 defvjp(lambert_wm1, _lambert_vjp)
-
-
-@primitive
-def owens_t(h, a):
-    return _sp().owens_t(h, a)
-
-
-defvjp(
-    owens_t,
-    lambda ans, h, a: (
-        lambda g: g * (-0.5 * _INV_SQRT_2PI * np.exp(-0.5 * h * h) * sps.erf(a * h / np.sqrt(2.0)))
-    ),
-    lambda ans, h, a: (
-        lambda g: g * np.exp(-0.5 * h * h * (1.0 + a * a)) / (2.0 * np.pi * (1.0 + a * a))
-    ),
-)
 
 
 def _bessel(name: str, below: float, above: float):
@@ -352,3 +338,41 @@ def _dot_prod_cov(args, types):
 
 
 register("gp_dot_prod_cov", _kernel_rule(1), _dot_prod_cov, nargs=(2, 3))
+
+
+# ---- cumulative distribution functions ---------------------------------------------------------
+
+
+def _cdf_function(fn, exponentiate: bool):
+    """`dist_lcdf(y | ...)`: the log CDF summed over the elements (Stan's vectorised form);
+    `dist_cdf` is its exponential, the product of the CDFs."""
+
+    def impl(args, types):
+        ndims = [t.ndim for t in types]
+        values = align(list(args), ndims)
+        lp = fn(*values)
+        k = max(ndims)
+        total = np.sum(lp, axis=tuple(range(-k, 0))) if k else lp
+        return np.exp(total) if exponentiate else total
+
+    return impl
+
+
+def _cdf_rule(n_params: int):
+    def rule(types):
+        for t in types:
+            if t.kind == "matrix" and t.adims:
+                raise SignatureError("arguments are scalars, vectors or arrays")
+        return REAL
+
+    return rule
+
+
+for _dist_name, (_lcdf, _lccdf) in CDFS.items():
+    _n = len(get_distribution(_dist_name).params)
+    for _suffix, _fn, _exp in (
+        ("_lcdf", _lcdf, False),
+        ("_lccdf", _lccdf, False),
+        ("_cdf", _lcdf, True),
+    ):
+        register(_dist_name + _suffix, _cdf_rule(_n), _cdf_function(_fn, _exp), nargs=(_n + 1,))

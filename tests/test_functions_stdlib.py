@@ -324,7 +324,8 @@ def test_every_function_of_these_modules_is_tested_here():
     text = open(__file__).read()
     for module in (ppl.functions_extra, ppl.functions_linalg):
         for name, fn in LIBRARY.items():
-            if fn.impl.__module__ == module.__name__:
+            cdf = fn.impl.__qualname__.startswith("_cdf_function")  # tests/test_cdfs.py
+            if fn.impl.__module__ == module.__name__ and not cdf:
                 assert f'"{name}"' in text, name
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import autograd.numpy as np
 from autograd.extend import defvjp, primitive
 
+from ppl.special import erf
+
 _LOG_SQRT_2PI = 0.9189385332046727
 
 
@@ -55,3 +57,23 @@ def _ratio_derivative(x):
 
 
 defvjp(_i1_over_i0, lambda ans, x: lambda g: g * _ratio_derivative(x))
+
+
+@primitive
+def owens_t(h, a):
+    """Owen's T function T(h, a) (the skew normal's CDF is Phi(z) - 2 T(z, alpha))."""
+    return _sp().owens_t(h, a)
+
+
+_INV_SQRT_2PI = 0.3989422804014327
+
+defvjp(
+    owens_t,
+    # dT/dh = -phi(h) erf(a h / sqrt 2) / 2; dT/da = exp(-h^2 (1 + a^2) / 2) / (2 pi (1 + a^2))
+    lambda ans, h, a: (
+        lambda g: g * (-0.5 * _INV_SQRT_2PI * np.exp(-0.5 * h * h) * erf(a * h / np.sqrt(2.0)))
+    ),
+    lambda ans, h, a: (
+        lambda g: g * np.exp(-0.5 * h * h * (1.0 + a * a)) / (2.0 * np.pi * (1.0 + a * a))
+    ),
+)
