@@ -336,7 +336,25 @@ class Checker:
         arg_types = [self.expr(a) for a in s.args]
         self.check_dist_args(s, dist, lt, arg_types)
         if s.truncation is not None:
-            raise self.error(s, "truncation T[lower, upper] is not supported yet")
+            self.check_truncation(s, dist, lt)
+
+    def check_truncation(self, s: ast.Tilde, dist, value_type: SType):
+        from ppl.distributions.cdfs import CDFS
+
+        if dist.value_ndim or dist.name not in CDFS:
+            raise self.error(
+                s,
+                f"truncation T[lower, upper] needs a univariate distribution with a CDF; "
+                f"{dist.name} has none in ppl",
+            )
+        for e in s.truncation:
+            if e is not None:
+                t = self.expr(e)
+                if t.ndim > value_type.ndim:
+                    raise self.error(
+                        e,
+                        f"a truncation bound of type {t} does not fit a value of type {value_type}",
+                    )
 
     def check_dist_args(self, node, dist, value_type: SType, arg_types: list[SType]):
         if len(arg_types) != len(dist.params):

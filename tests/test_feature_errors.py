@@ -70,8 +70,9 @@ def _rejected(src: str) -> str:
         ),
         (f"parameters {{ real mu; }} model {{ return 1; {PRIOR} }}", "'return' is only allowed"),
         (
-            "data { real y; } parameters { real mu; } model { y ~ normal(mu, 1) T[0, ]; }",
-            "truncation T[lower, upper] is not supported yet",
+            "data { vector[2] y; } parameters { real mu; } "
+            "model { y ~ multi_normal(rep_vector(mu, 2), diag_matrix(rep_vector(1, 2))) T[0, ]; }",
+            "truncation T[lower, upper] needs a univariate distribution with a CDF",
         ),
     ],
 )
