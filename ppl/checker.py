@@ -593,7 +593,9 @@ def _known_function_names():
 
     names = set(LIBRARY) | set(CONSTANTS)
     for d in DISTRIBUTIONS.values():
-        names.update({d.name + ("_lpmf" if d.discrete else "_lpdf"), d.name + "_rng"})
+        names.add(d.name + ("_lpmf" if d.discrete else "_lpdf"))
+        if d.has_rng:
+            names.add(d.name + "_rng")
     return names
 
 
