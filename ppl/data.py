@@ -585,6 +585,81 @@ def _json_array(path: str, name: str, value: object, fast_ok: bool) -> np.ndarra
     return out.reshape(shape)
 
 
+class PythonValues:
+    """Data given from Python (ppl.api): a mapping of name -> number, list or numpy array, or a
+    pandas DataFrame whose columns follow the CSV convention (``x``, ``X.1``, ``X.2``: a row per
+    element of the first dimension)."""
+
+    kind = "python"
+
+    def __init__(self, label: str, values) -> None:
+        self.label = self.path = label
+        self.values = dict(values)
+        self.rows_only = False  # a DataFrame gives arrays (a row per element), as CSV does
+
+    @classmethod
+    def from_frame(cls, frame, label: str = "the DataFrame") -> PythonValues:
+        columns = {str(c): np.asarray(frame[c]) for c in frame.columns}
+        return cls.from_columns(columns, len(frame), label)
+
+    @classmethod
+    def from_columns(cls, columns: dict[str, np.ndarray], rows: int, label: str) -> PythonValues:
+        """Columns named as in a CSV file (``x``, ``X.1``, ``X[2,3]``), `rows` long."""
+        grouped: dict[str, dict[tuple[int, ...], np.ndarray]] = {}
+        for col, values in columns.items():
+            name, index = _split_column_name(col)
+            grouped.setdefault(name, {})[index] = values
+        values = {}
+        for name, cols in grouped.items():
+            arities = {len(t) for t in cols}
+            if len(arities) > 1:
+                raise DataError(f"{label}: the columns of {name} mix index depths")
+            if arities == {0}:
+                values[name] = cols[()]
+                continue
+            trailing = tuple(max(t[k] for t in cols) for k in range(arities.pop()))
+            keys = list(itertools.product(*(range(1, m + 1) for m in trailing)))
+            missing = [t for t in keys if t not in cols]
+            if missing:
+                dotted = ".".join(str(i) for i in missing[0])
+                raise DataError(f'{label}: column "{name}.{dotted}" is missing')
+            values[name] = np.stack([cols[t] for t in keys], axis=1).reshape((rows, *trailing))
+        out = cls(label, values)
+        out.rows_only = True
+        return out
+
+    def source_for(self, spec: DataSpec) -> _Source | None:
+        if spec.name not in self.values or (self.rows_only and not spec.dims):
+            return None
+        return _JsonSource(self.label, spec.name, _python_array(self.label, spec.name,
+                                                               self.values[spec.name]))
+
+
+def _python_array(label: str, name: str, value: object) -> np.ndarray:
+    """A Python value as an int64/float64 array, with a message naming it if it is not numbers."""
+    if hasattr(value, "to_numpy"):  # pandas Series, xarray
+        value = value.to_numpy()
+    if isinstance(value, (list, tuple)) and not isinstance(value, np.ndarray):
+        try:
+            a = np.asarray(value)
+        except ValueError:
+            a = np.asarray(None, dtype=object)
+        if a.dtype.kind not in "biuf":
+            return _json_array(label, name, [*value], fast_ok=False)
+    else:
+        a = np.asarray(value)
+    if a.dtype.kind == "b":
+        return a.astype(np.int64)
+    if a.dtype.kind == "u" and a.size and int(a.max()) >= _INT64_MAX:
+        return a.astype(np.float64)
+    if a.dtype.kind in "iu":
+        return a.astype(np.int64)
+    if a.dtype.kind == "f":
+        return a.astype(np.float64)
+    first = _cell(str(a.flat[0])) if a.size else "empty"
+    raise DataError(f"{label}: {name} holds {a.dtype} values ({first}); data must be numbers")
+
+
 def open_data_file(path: str) -> CsvText | _JsonFile:
     suffix = Path(path).suffix.lower()
     if suffix == ".csv":

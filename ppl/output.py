@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ppl.errors import PplError
-from ppl.summary import SUMMARY_HEADER, flatten_draws, summarise
+from ppl.summary import SUMMARY_HEADER, flatten_draws, scalar_names, summarise
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -38,7 +38,8 @@ def _csv_text(header: list[str], rows) -> str:
 
 
 def _json_safe(value):
-    """Plain JSON: numpy scalars become numbers, NaN and infinities become null."""
+    """Plain JSON: numpy scalars become numbers; NaN and the infinities, which JSON lacks, become
+    the strings "NaN", "inf" and "-inf" (as Stan's JSON reader takes them), never null."""
     if isinstance(value, dict):
         return {str(k): _json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -46,8 +47,33 @@ def _json_safe(value):
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, float) and not np.isfinite(value):
-        return None
+        return "NaN" if np.isnan(value) else ("inf" if value > 0 else "-inf")
     return value
+
+
+def draws_csv(result, log_weights: np.ndarray | None = None) -> str:
+    """draws.csv as CmdStan writes a variational fit's draws: lp__ (0: not computed for VI),
+    log_p__ and log_g__ (the log density of the model and of q at each draw, on the
+    unconstrained scale) first, then every scalar in Stan's order, integers written as integers;
+    with `log_weights` (--psis), a psis_log_weight column last."""
+    names, matrix = flatten_draws(result.draws)
+    n = matrix.shape[0] if names else len(next(iter(result.draws.values()), []))
+    diag = result.diagnostics
+    columns = [np.zeros(n, dtype=np.int64)]
+    for key in ("log_p", "log_q"):
+        v = diag.get(key)
+        columns.append(np.full(n, np.nan) if v is None or len(v) != n else np.asarray(v))
+    ints = {s for name, arr in result.draws.items() if np.asarray(arr).dtype.kind in "iub"
+            for s in scalar_names(name, np.asarray(arr).shape[1:])}  # fmt: skip
+    columns += [matrix[:, j].astype(np.int64) if name in ints else matrix[:, j]
+                for j, name in enumerate(names)]  # fmt: skip
+    header = ["lp__", "log_p__", "log_g__", *names]
+    if log_weights is not None:
+        header.append("psis_log_weight")
+        columns.append(np.asarray(log_weights, dtype=float))
+    text = np.column_stack([c.astype(str) for c in columns]) if n else np.zeros((0, len(header)))
+    lines = [",".join(header)] + [",".join(row) for row in text.tolist()]
+    return "\n".join(lines) + "\n"
 
 
 def write_outputs(
@@ -60,12 +86,9 @@ def write_outputs(
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise PplError(f"cannot create the output directory {directory}: {e}") from None
-    names, matrix = flatten_draws(result.draws)
-    if log_weights is not None:
-        names, matrix = [*names, "psis_log_weight"], np.column_stack([matrix, log_weights])
     files = {
         "summary.csv": _csv_text(SUMMARY_HEADER, summarise(result.draws, log_weights)),
-        "draws.csv": _csv_text(names, matrix.tolist()),
+        "draws.csv": draws_csv(result, log_weights),
         "fit.json": json.dumps(_json_safe(fit_info), indent=2, allow_nan=False) + "\n",
         "elbo.csv": _csv_text(["iteration", "elbo"], result.vi.elbo_trace),
     }

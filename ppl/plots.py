@@ -4,7 +4,8 @@ from the files `ppl fit --output DIR` wrote, so that a fit can be looked at afte
 A reference (a posteriordb `reference.json`, whose `parameters` map element names to summary
 statistics, or a file with `mean` and `sd` maps, like models/logistic_regression's NUTS
 reference) is drawn over the marginals: its normal approximation and its 5% / 95% quantiles.
-matplotlib is an optional dependency (`pip install 'ppl[plot]'`).
+matplotlib is an optional dependency (`pip install matplotlib`; from a checkout of ppl,
+`pip install '.[plot]'` -- not `'ppl[plot]'`: `ppl` on PyPI is another project).
 """
 
 from __future__ import annotations
@@ -87,7 +88,8 @@ def plot_fit(directory: str, reference: str | None = None) -> list[Path]:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise PplError("ppl plot needs matplotlib: pip install 'ppl[plot]'") from None
+        raise PplError("ppl plot needs matplotlib: pip install matplotlib (or, in ppl's "
+                       "source tree, pip install '.[plot]')") from None
     out = Path(directory)
     info, elbo, names, draws = _read_outputs(out)
     ref = _read_reference(reference) if reference else {}
