@@ -20,7 +20,37 @@ from test_docs import DOC_FILES, ROOT, blocks, console_steps, run  # noqa: E402
 
 
 def _words(line: str) -> str:
-    return " ".join(w for w in re.sub(r"[-+]?\d[\d.eE+-]*", " ", line).split())
+    """The line without its number tokens: what stays the same when only numbers change."""
+
+    def number(word: str) -> bool:
+        try:
+            float(word.rstrip(",;)").lstrip("("))
+        except ValueError:
+            return False
+        return True
+
+    return " ".join(w for w in line.split() if not number(w))
+
+
+_SECONDS = re.compile(r"\b\d+(?:\.\d+)? s\b")
+
+
+def _keep_timings(old: list[str], new: list[str]) -> list[str]:
+    """Where a line changed only in its seconds ("1.23 s"), keep the page's line: a timing
+    measured on a quiet machine is not replaced by one from whatever load the rerun saw."""
+    by_shape = {_SECONDS.sub("# s", line): line for line in old}
+    return [by_shape.get(_SECONDS.sub("# s", line), line) for line in new]
+
+
+def _take(actual: list[str], start: int, count: int) -> list[str]:
+    """From `start`, lines of `actual` up to and including the `count`-th non-blank one."""
+    out, seen = [], 0
+    for line in actual[start:]:
+        if seen == count:
+            break
+        out.append(line)
+        seen += bool(line.strip())
+    return out
 
 
 def regenerate(expected: list[str], actual: list[str]) -> list[str]:
@@ -37,15 +67,18 @@ def regenerate(expected: list[str], actual: list[str]) -> list[str]:
             out.append("...")
         if not seg:
             continue
-        if i == len(segments) - 1 and i > 0:
-            start = max(at, len(actual) - len(seg))  # the last segment ends the output
-        else:
-            keys = [_words(a) for a in actual]
-            start = next((j for j in range(at, len(actual)) if keys[j] == _words(seg[0])), at)
-            if i == 0:
-                start = 0
-        out.extend(actual[start : start + len(seg)] if i else actual[: len(seg)])
-        at = start + len(seg)
+        keys = [_words(a) for a in actual]
+        found = [j for j in range(at, len(actual)) if keys[j] == _words(seg[0])]
+        if i == 0:
+            start = 0
+        elif found:
+            start = found[0]
+        else:  # the last segment ends the output; a middle one follows the previous
+            tail = len(actual) - len(seg)
+            start = max(at, tail) if i == len(segments) - 1 else at
+        taken = _take(actual, start, sum(bool(x.strip()) for x in seg))
+        out.extend(taken)
+        at = start + len(taken)
     if len(segments) == 1:
         return actual
     return out
@@ -61,6 +94,14 @@ def regenerate_page(doc: Path) -> bool:
             if entry.name not in (".git", ".venv", "out") and not entry.name.startswith("."):
                 (cwd / entry.name).symlink_to(entry)
         for block in blocks(doc):
+            if "file" in block.attrs:  # files later commands read
+                (cwd / block.attrs["file"]).write_text(block.text)
+                continue
+            if block.kind == "sh" and not block.flags:
+                for command in block.text.splitlines():
+                    if command.strip() and not command.lstrip().startswith("#"):
+                        run(command, cwd)
+                continue
             if block.kind != "console" or "benchmark" in block.flags:
                 continue
             old_body = block.text.rstrip("\n").splitlines()
@@ -75,7 +116,7 @@ def regenerate_page(doc: Path) -> bool:
                 got = run(command, cwd).stdout.rstrip().splitlines()
                 while expected and not expected[-1].strip():
                     expected = expected[:-1]
-                new_body.extend(regenerate(expected, got))
+                new_body.extend(_keep_timings(expected, regenerate(expected, got)))
             if new_body != old_body:
                 indent = re.match(r"\s*", lines[block.line - 1]).group(0)
                 edits.append((block.line, len(old_body), [indent + b for b in new_body]))

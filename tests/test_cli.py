@@ -178,13 +178,14 @@ def test_fit_summary_csv(two_fits):
     dirs, _ = two_fits
     with open(dirs[0] / "summary.csv", newline="") as f:
         rows = list(csv.reader(f))
-    assert rows[0] == ["parameter", "mean", "sd", "q5", "q50", "q95"]
+    assert rows[0] == ["parameter", "mean", "mcse", "sd", "q5", "q50", "q95"]
     assert [r[0] for r in rows[1:]] == EXPECTED_ROWS
     for r in rows[1:]:
-        mean, sd, q5, q50, q95 = map(float, r[1:])
+        mean, mcse, sd, q5, q50, q95 = map(float, r[1:])
         assert sd >= 0 and q5 <= q50 <= q95
+        assert mcse == pytest.approx(sd / 1000**0.5, rel=1e-12)  # 1000 independent draws
     tau = next(r for r in rows if r[0] == "tau")
-    assert float(tau[4]) > 0  # tau has a lower bound of 0
+    assert float(tau[5]) > 0  # q5: tau has a lower bound of 0
     mu = next(r for r in rows if r[0] == "mu")
     assert -5 < float(mu[1]) < 15
 
@@ -193,7 +194,7 @@ def test_fit_draws_fit_json_elbo(two_fits):
     dirs, _ = two_fits
     with open(dirs[0] / "draws.csv", newline="") as f:
         draws = list(csv.reader(f))
-    assert draws[0] == EXPECTED_ROWS and len(draws) == 1001
+    assert draws[0] == ["lp__", "log_p__", "log_g__", *EXPECTED_ROWS] and len(draws) == 1001
     info = json.loads((dirs[0] / "fit.json").read_text())
     for key in (
         "method",
