@@ -257,6 +257,7 @@ def _validate_options(args):
             raise PplError(f"--chunk-rows {args.chunk_rows} must be at least --batch {args.batch}")
         if args.checkpoint_every < 1:
             raise PplError("--checkpoint-every must be at least 1")
+        _check_not_an_input(args)
         if args.engine == "dask":
             if args.method != "dsvi" or args.batch is None:
                 raise PplError("--engine dask computes minibatch gradients on the workers: use "
@@ -313,6 +314,16 @@ def _progress_bar(total: int, quiet: bool):
 def cmd_fit(args) -> int:
     with contextlib.ExitStack() as stack:  # a Dask cluster, when one is started, closes with it
         return _fit_and_report(args, stack)
+
+
+def _check_not_an_input(args) -> None:
+    """--checkpoint and --output must not name the model or a data file: a fit would overwrite
+    its own input."""
+    inputs = {os.path.realpath(p): p for p in [args.model, *args.data] if os.path.exists(p)}
+    for option, target in (("--checkpoint", args.checkpoint), ("--output", args.output)):
+        if target and os.path.realpath(target) in inputs:
+            raise PplError(f"{option} {target} is one of the fit's inputs "
+                           f"({inputs[os.path.realpath(target)]}); give another path")  # fmt: skip
 
 
 def _checkpointer(args):

@@ -485,3 +485,17 @@ def test_regressions(name, tmp_path):
         assert rc == 0 and "data OK" in out
     else:
         assert rc == 2 and message in err
+
+
+def test_checkpoint_or_output_cannot_overwrite_an_input(tmp_path):
+    model = tmp_path / "m.model"
+    model.write_text(Path(NONCENTERED).read_text())
+    before = model.read_bytes()
+    for option in ("--checkpoint", "--output"):
+        rc, _, err = run_main(["fit", str(model), SCHOOLS_JSON, "--method", "advi", option,
+                               str(model)])  # fmt: skip
+        assert rc == 2 and "is one of the fit's inputs" in err, err
+    rc, _, err = run_main(["fit", str(model), SCHOOLS_JSON, "--method", "advi",
+                           "--checkpoint", SCHOOLS_JSON])  # fmt: skip
+    assert rc == 2 and "is one of the fit's inputs" in err
+    assert model.read_bytes() == before
