@@ -529,10 +529,11 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.close()
         return 0
     except KeyboardInterrupt:
-        print(
-            f"\ninterrupted after {time.perf_counter() - start:.1f} s; nothing was written",
-            file=sys.stderr,
-        )
+        output = sys.modules.get("ppl.output")
+        done = list(getattr(output, "written_paths", []))
+        what = (f"the output files were written whole ({', '.join(str(p) for p in done)})"
+                if done else "nothing was written")  # fmt: skip
+        print(f"\ninterrupted after {time.perf_counter() - start:.1f} s; {what}", file=sys.stderr)
         return 130
     except RecursionError:
         print("error: the model is nested too deeply to compile", file=sys.stderr)

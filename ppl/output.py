@@ -1,4 +1,8 @@
-"""Output files, each written whole or not at all (temporary file, then an atomic rename)."""
+"""Output files: a fit's files appear together, each whole, or not at all. Every file is first
+written in full to a hidden temporary file beside its target; only then are they renamed into
+place, one after another with SIGINT/SIGTERM held back, so Ctrl-C can not leave old and new
+files mixed. Temporary files are removed on every exit path a process controls, and ones a
+killed process left behind are removed by the next write into the directory."""
 
 from __future__ import annotations
 
@@ -6,7 +10,9 @@ import csv
 import io
 import json
 import os
+import signal
 import tempfile
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -14,18 +20,52 @@ import numpy as np
 from ppl.errors import PplError
 from ppl.summary import SUMMARY_HEADER, flatten_draws, scalar_names, summarise
 
+#: The files of the last write_outputs that reached their places (for the interrupt message).
+written_paths: list[Path] = []
 
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+
+def _temporary(path: Path, text: str) -> str:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             f.write(text)
-        os.replace(tmp, path)
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        os.unlink(tmp)
         raise
+    return tmp
+
+
+def _signals_held():
+    """Hold SIGINT and SIGTERM back while files are renamed (main thread, POSIX); they are
+    delivered when released."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not \
+            threading.main_thread():  # fmt: skip
+        return lambda: None
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    return lambda: signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def write_all(texts: dict[Path, str]) -> list[Path]:
+    """Write every file whole to a temporary file, then rename them all into place."""
+    temps: dict[Path, str] = {}
+    try:
+        for path, text in texts.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            for stale in path.parent.glob(f".{path.name}.*.tmp"):  # left by a killed run
+                stale.unlink(missing_ok=True)
+            temps[path] = _temporary(path, text)
+        release = _signals_held()
+        try:
+            for path, tmp in temps.items():
+                os.replace(tmp, path)
+        finally:
+            release()
+    finally:
+        for tmp in temps.values():
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    return list(texts)
 
 
 def _csv_text(header: list[str], rows) -> str:
@@ -92,11 +132,10 @@ def write_outputs(
         "fit.json": json.dumps(_json_safe(fit_info), indent=2, allow_nan=False) + "\n",
         "elbo.csv": _csv_text(["iteration", "elbo"], result.vi.elbo_trace),
     }
-    written = []
+    written_paths.clear()
     try:
-        for name, text in files.items():
-            write_atomic(out / name, text)
-            written.append(out / name)
+        written = write_all({out / name: text for name, text in files.items()})
     except OSError as e:
         raise PplError(f"cannot write {out}: {e}") from None
+    written_paths.extend(written)
     return written

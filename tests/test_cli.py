@@ -499,3 +499,29 @@ def test_checkpoint_or_output_cannot_overwrite_an_input(tmp_path):
                            "--checkpoint", SCHOOLS_JSON])  # fmt: skip
     assert rc == 2 and "is one of the fit's inputs" in err
     assert model.read_bytes() == before
+
+
+def test_outputs_appear_together_and_stale_temporaries_go(tmp_path, monkeypatch):
+    """Every file is written to a temporary first: a failure while writing the third leaves
+    the old four files as they were and no temporary behind; a temporary a killed run left is
+    removed by the next write."""
+    import ppl.output as output
+
+    out = tmp_path / "fit"
+    rc, _, err = run_main(["fit", NONCENTERED, SCHOOLS_JSON, "--quiet", "--output", str(out)])
+    assert rc == 0, err
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    (out / ".draws.csv.abc123.tmp").write_text("left by kill -9")
+    real, calls = output._temporary, []
+
+    def failing(path, text):
+        calls.append(path)
+        if len(calls) == 3:
+            raise OSError("disk full")
+        return real(path, text)
+
+    monkeypatch.setattr(output, "_temporary", failing)
+    rc, _, err = run_main(["fit", NONCENTERED, SCHOOLS_JSON, "--quiet", "--seed", "2",
+                           "--output", str(out)])  # fmt: skip
+    assert rc == 2 and "cannot write" in err and "disk full" in err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # no temporaries either
