@@ -7,12 +7,30 @@ import contextlib
 import os
 import sys
 import time
+import warnings
 
 import numpy as np
 
 from ppl import __version__
 from ppl.checkpoint import Interrupted
 from ppl.errors import PplError
+
+#: Longest line of a message printed as it is; longer ones (a 10^7-character source line) are cut.
+MESSAGE_LINE = 300
+
+
+def printable(message: str) -> str:
+    """A message safe for a terminal: control characters from model or data files escaped
+    (no terminal escape codes run), long lines cut in the middle."""
+
+    def clean(line: str) -> str:
+        line = "".join(c if c.isprintable() or c == "\t" else repr(c)[1:-1] for c in line)
+        if len(line) > MESSAGE_LINE:
+            half = MESSAGE_LINE // 2
+            line = f"{line[:half]} ... [{len(line) - 2 * half} characters] ... {line[-half:]}"
+        return line
+
+    return "\n".join(clean(line) for line in message.split("\n"))
 
 
 class _Parser(argparse.ArgumentParser):
@@ -518,12 +536,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _validate_options(args)
         handler = {"fit": cmd_fit, "ir": cmd_ir, "check": cmd_check, "plot": cmd_plot}[args.command]
-        return handler(args)
+        with warnings.catch_warnings():
+            # numpy's and autograd's warnings are not for the user: what matters reaches them as
+            # a fit's warnings or an error
+            warnings.simplefilter("ignore")
+            return handler(args)
     except Interrupted as e:
         print(f"\nstopped: {e}", file=sys.stderr)
         return e.exit_code
     except PplError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {printable(str(e))}", file=sys.stderr)
         return e.exit_code
     except BrokenPipeError:  # `ppl fit ... | head`: the reader left; not an error of ours
         sys.stderr.close()

@@ -525,3 +525,14 @@ def test_outputs_appear_together_and_stale_temporaries_go(tmp_path, monkeypatch)
                            "--output", str(out)])  # fmt: skip
     assert rc == 2 and "cannot write" in err and "disk full" in err
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # no temporaries either
+
+
+def test_messages_escape_control_characters_and_cut_long_lines(tmp_path):
+    escape = tmp_path / "escape.model"
+    escape.write_text("parameters { real x; }\nmodel { x ~ normal(0, 1) \x1b[31mRED; }\n")
+    rc, _, err = run_main(["check", str(escape)])
+    assert rc == 2 and "\x1b" not in err and "\\x1b[31mRED" in err
+    long = tmp_path / "long.model"
+    long.write_text("parameters { real x; }\nmodel { x ~ normal(0, 1) " + "a" * 10**6 + "; }\n")
+    rc, _, err = run_main(["check", str(long)])
+    assert rc == 2 and "syntax error" in err and len(err) < 2000
