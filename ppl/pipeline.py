@@ -260,6 +260,10 @@ def _result(model, vi, vi_method, chosen, log_joint, rng, *, draws, seed, second
     zeta, diagnostics = checked or _checked(vi, log_joint, rng, draws)
     values = model.constrained_draws(zeta, rng)
     for name, arr in values.items():
+        symbol = model.checked.symbols.get(name)
+        declared_int = symbol is not None and symbol.stype.base == "int"
+        if declared_int and arr.dtype.kind == "f" and np.isfinite(arr).all():
+            values[name] = arr = arr.astype(np.int64)  # integers in the output, as declared
         if np.issubdtype(arr.dtype, np.floating) and not np.all(np.isfinite(arr)):
             bad = int(np.sum(~np.isfinite(arr).reshape(arr.shape[0], -1).all(axis=1)))
             vi.warnings.append(f"{bad} of {draws} draws of '{name}' are not finite")

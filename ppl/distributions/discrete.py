@@ -35,6 +35,12 @@ def _int_draw(size: Any, params: tuple[Any, ...], fn: Any) -> Any:
     return int(out) if out.ndim == 0 else out
 
 
+def _trials(n: Any) -> Any:
+    """Binomial trial counts as numpy's sampler wants them: integers (a loop's batched values
+    can arrive as floats)."""
+    return onp.asarray(n).astype(onp.int64)
+
+
 def _log_choose(n: Any, k: Any) -> Any:
     """log of the binomial coefficient n choose k, for 0 <= k <= n."""
     return gammaln(n + 1.0) - gammaln(k + 1.0) - gammaln(n - k + 1.0)
@@ -107,7 +113,7 @@ class Binomial(Distribution):
         return where_support(ok, lp)
 
     def sample(self, rng: onp.random.Generator, N: Any, theta: Any, size: Any = None) -> Any:
-        return _int_draw(size, (N, theta), lambda s, n, t: rng.binomial(n, t, size=s))
+        return _int_draw(size, (N, theta), lambda s, n, t: rng.binomial(_trials(n), t, size=s))
 
 
 class BinomialLogit(Distribution):
@@ -127,7 +133,10 @@ class BinomialLogit(Distribution):
         return where_support(ok, lp)
 
     def sample(self, rng: onp.random.Generator, N: Any, alpha: Any, size: Any = None) -> Any:
-        return _int_draw(size, (N, alpha), lambda s, n, a: rng.binomial(n, expit(a), size=s))
+        def draw(s, n, a):
+            return rng.binomial(_trials(n), expit(a), size=s)
+
+        return _int_draw(size, (N, alpha), draw)
 
 
 class BetaBinomial(Distribution):
@@ -150,7 +159,7 @@ class BetaBinomial(Distribution):
         return _int_draw(
             size,
             (N, alpha, beta),
-            lambda s, n, a, b: rng.binomial(n, rng.beta(a, b, size=s)),
+            lambda s, n, a, b: rng.binomial(_trials(n), rng.beta(a, b, size=s)),
         )
 
 
