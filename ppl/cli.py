@@ -361,7 +361,8 @@ def _checkpointer(args):
         rows, others = expand(args.data)
         files = rows + others
     shaping = ("method", "batch", "seed", "tol_rel_obj", "eta", "grad_samples", "rank", "dof",
-               "schedule", "stream", "chunk_rows", "engine", "set", "family")  # fmt: skip
+               "schedule", "stream", "chunk_rows", "engine", "set", "family", "optimizer",
+               "estimator", "no_polish")  # fmt: skip
     fingerprint = {"model": file_fingerprint(args.model)}
     fingerprint["data"] = [(os.path.basename(f), file_fingerprint(f)) for f in files]
     fingerprint.update({name: getattr(args, name) for name in shaping})

@@ -39,7 +39,7 @@ STAGES: list[tuple[str, list[str]]] = [
     ("families", ["ppl.families"]),
     ("ir", ["ppl.ir"]),
     ("data", ["ppl.data", "ppl.data_stream", "ppl.data_specs"]),
-    # the fit loops' saved state: ADVI's and DSVI's loops write into a Checkpointer
+    # the fit loops' saved state: the stochastic loop (ppl.inference.loop) writes a Checkpointer
     ("checkpoint", ["ppl.checkpoint"]),
     ("inference", ["ppl.inference"]),
     ("diagnostics", ["ppl.diagnostics", "ppl.summary"]),
