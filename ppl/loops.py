@@ -103,7 +103,9 @@ def _check(loop: ast.For) -> dict[str, object] | None:
     locals_: set[str] = {s.name for s in stmts if isinstance(s, ast.Decl)}
     inner_loop_vars = {s.var for s in stmts if isinstance(s, ast.For | ast.ForEach)}
     for s in stmts:
-        if isinstance(s, ast.While | ast.ForEach | ast.Break | ast.Continue | ast.Reject):
+        if isinstance(
+            s, ast.While | ast.ForEach | ast.Break | ast.Continue | ast.Reject | ast.Print
+        ):
             return None
     # variables written in the body that live outside it
     outer_writes: dict[str, list[ast.Assign]] = {}
