@@ -983,6 +983,8 @@ def _compile_for(s: ast.For):
     # before the body is compiled, so that its closures call the memoised ones
     invariants = invariant_expressions(s)
     for e, inner, mapped in invariants:
+        if mapped and _fusable_op(e):
+            continue  # a scalar kernel computes it within the one node of its recurrence step
         if "_fn" not in e.__dict__:
             e.__dict__["_memo_loop"] = True
             e.__dict__["_fn"] = _memoised(e, s, inner, mapped)
