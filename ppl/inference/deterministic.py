@@ -9,7 +9,8 @@ from collections.abc import Callable
 import autograd.numpy as anp
 import numpy as np
 from autograd import value_and_grad
-from scipy.optimize import minimize
+
+from ppl.inference.lbfgs import lbfgs
 
 _OUTSIDE_PENALTY = 100.0
 
@@ -39,7 +40,8 @@ def minimise(
     ftol: float = 1e-13,
     gtol: float = 1e-9,
 ):
-    """L-BFGS on an autograd objective; returns (scipy result, best theta, best value).
+    """L-BFGS on an autograd objective; returns (ppl.inference.lbfgs result, best theta, best
+    value).
 
     Non-finite values or gradients count as +inf with a zero gradient (the line search backs
     off); the best finite point seen is returned even when the search ends abnormally.
@@ -58,13 +60,7 @@ def minimise(
         return value, grad
 
     with np.errstate(all="ignore"):
-        opt = minimize(
-            fun,
-            np.asarray(theta0, dtype=float),
-            jac=True,
-            method="L-BFGS-B",
-            options={"maxiter": max_iter, "maxcor": 30, "ftol": ftol, "gtol": gtol},
-        )
+        opt = lbfgs(fun, np.asarray(theta0, dtype=float), max_iter=max_iter, ftol=ftol, gtol=gtol)
     return opt, best["theta"], best["value"]
 
 
