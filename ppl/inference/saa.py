@@ -198,7 +198,8 @@ def _solve(objective: Callable, theta: np.ndarray, max_iter: int, looseness: flo
     if not np.isfinite(offset):
         offset = 0.0
     opt, best, value = minimise(lambda th: objective(th) - offset, theta, max_iter=max_iter,
-                                ftol=1e-5 * looseness, gtol=1e-5 * looseness)  # fmt: skip
+                                ftol=1e-5 * looseness, gtol=1e-5 * looseness,
+                                numpy_lbfgs=True)  # fmt: skip
     return opt, best, value + offset
 
 
