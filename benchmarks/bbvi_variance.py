@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ppl.build import build  # noqa: E402
-from ppl.inference.bbvi import ESTIMATORS, fit_bbvi, score_gradient, setup_bbvi  # noqa: E402
+from ppl.inference.bbvi import ESTIMATORS, fit_bbvi, setup_bbvi  # noqa: E402
+from ppl.inference.estimators import score_gradient  # noqa: E402
 
 MODEL = ROOT / "models" / "gamma_normal" / "gamma_normal.model"
 DATA = ROOT / "models" / "gamma_normal" / "liver.json"
@@ -36,7 +37,7 @@ def variances(family, terms, theta, draws: int, reps: int, seed: int):
     out = {e: [] for e in ESTIMATORS}
     seconds = dict.fromkeys(ESTIMATORS, 0.0)
     for _ in range(reps):
-        zeta = family.sample(theta, rng, draws)
+        zeta = family.rvs(theta, rng, draws)
         total, local = terms(zeta)
         for e in ESTIMATORS:
             start = time.perf_counter()

@@ -198,9 +198,32 @@ class CallStmt(Stmt):
 
 
 @dataclass(eq=False)
+class Return(Stmt):
+    expr: Expr | None = None
+
+
+@dataclass(eq=False)
+class FunArg:
+    name: str
+    type_text: str  # as written, e.g. "array[] real", "vector"
+    data_only: bool = False
+
+
+@dataclass(eq=False)
+class FunctionDef(Stmt):
+    """A definition (or forward declaration, body None) in the `functions` block."""
+
+    name: str = ""
+    return_type: str = ""
+    args: list[FunArg] = field(default_factory=list)
+    body: Block | None = None
+
+
+@dataclass(eq=False)
 class Program:
     filename: str
     source: str
+    functions: list[FunctionDef] = field(default_factory=list)
     data: list[Decl] = field(default_factory=list)
     transformed_data: list[Stmt] = field(default_factory=list)
     parameters: list[Decl] = field(default_factory=list)

@@ -8,7 +8,7 @@ from ppl.checker import CheckedProgram, check
 from ppl.compiler import CompiledModel
 from ppl.data_specs import data_specs, read_data
 from ppl.errors import DataError
-from ppl.parser import parse_file
+from ppl.parser import parse, parse_file
 
 #: Under minibatches the ELBO is estimated on a fixed sample of this many rows (or 2 B).
 ELBO_ROWS = 10_000
@@ -16,6 +16,10 @@ ELBO_ROWS = 10_000
 
 def load_model(path: str) -> CheckedProgram:
     return check(parse_file(path))
+
+
+def model_from_text(code: str, filename: str = "<model>") -> CheckedProgram:
+    return check(parse(code, filename))
 
 
 def build(

@@ -13,6 +13,7 @@ from ppl.distributions import get_distribution
 from ppl.errors import ModelError
 from ppl.functions import CONSTANTS, SignatureError, lookup, matmul_type
 from ppl.parser import format_location
+from ppl.stan_index import STAN_FUNCTIONS
 from ppl.types import INT, MATRIX, REAL, ROW_VECTOR, SPEC_KIND, VECTOR, SType
 
 BLOCKS = (
@@ -138,6 +139,13 @@ class Checker:
     def check(self) -> CheckedProgram:
         prog = self.program
         out = CheckedProgram(prog)
+        if prog.functions:
+            f = prog.functions[0]
+            raise self.error(
+                f,
+                f"user-defined functions are not supported yet: the functions block defines "
+                f"'{f.name}' (an empty `functions {{ }}` block is accepted)",
+            )
         for block in BLOCKS:
             self.block = block
             stmts = getattr(prog, block)
@@ -250,7 +258,17 @@ class Checker:
             for inner in s.stmts:
                 self.check_stmt(inner)
             self.scopes.pop()
+        elif isinstance(s, ast.Return):
+            raise self.error(s, "'return' is only allowed in the body of a user-defined function")
         elif isinstance(s, ast.Print | ast.Reject):
+            if isinstance(s, ast.Print) and self.block != "transformed_data":
+                raise self.error(
+                    s,
+                    f"print() is supported in transformed data only, not in the "
+                    f"{self.block.replace('_', ' ')} block: there ppl evaluates statements on "
+                    "batches of draws at every optimisation step, where Stan prints once per "
+                    "evaluation; remove it",
+                )
             for a in s.args:
                 if not isinstance(a, ast.Str):
                     self.expr(a)
@@ -282,6 +300,10 @@ class Checker:
                 lhs, "the left side of an assignment must be a variable, optionally indexed"
             )
         sym = self.lookup(base.name)
+        if sym is None and base.name == "jacobian" and s.op == "+=":
+            raise self.error(
+                lhs, "`jacobian +=` (user-defined change of variables) is not supported"
+            )
         if sym is None:
             raise self.error(base, self.undefined_message(base.name))
         if sym.readonly:
@@ -314,9 +336,25 @@ class Checker:
         arg_types = [self.expr(a) for a in s.args]
         self.check_dist_args(s, dist, lt, arg_types)
         if s.truncation is not None:
-            for e in s.truncation:
-                if e is not None:
-                    self.expr(e)
+            self.check_truncation(s, dist, lt)
+
+    def check_truncation(self, s: ast.Tilde, dist, value_type: SType):
+        from ppl.distributions.cdfs import CDFS
+
+        if dist.value_ndim or dist.name not in CDFS:
+            raise self.error(
+                s,
+                f"truncation T[lower, upper] needs a univariate distribution with a CDF; "
+                f"{dist.name} has none in ppl",
+            )
+        for e in s.truncation:
+            if e is not None:
+                t = self.expr(e)
+                if t.ndim > value_type.ndim:
+                    raise self.error(
+                        e,
+                        f"a truncation bound of type {t} does not fit a value of type {value_type}",
+                    )
 
     def check_dist_args(self, node, dist, value_type: SType, arg_types: list[SType]):
         if len(arg_types) != len(dist.params):
@@ -331,7 +369,8 @@ class Checker:
                 f"{dist.name} needs a {'vector' if dist.value_ndim else 'value'} "
                 f"on the left of '~', got {value_type}",
             )
-        for pname, pnd, t in zip(dist.params, dist.param_ndims, arg_types, strict=True):
+        min_ndims = dist.param_min_ndims or dist.param_ndims
+        for pname, pnd, t in zip(dist.params, min_ndims, arg_types, strict=True):
             if t.ndim < pnd:
                 raise self.error(
                     node,
@@ -341,6 +380,9 @@ class Checker:
 
     def unknown_distribution(self, name: str) -> str:
         from ppl.distributions import DISTRIBUTIONS
+
+        if name in STAN_FUNCTIONS:
+            return unsupported_stan_function(name)
 
         close = difflib.get_close_matches(name.lower(), list(DISTRIBUTIONS), n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
@@ -466,6 +508,9 @@ class Checker:
 
     def call_type(self, e: ast.Call) -> SType:
         name = e.name
+        unknown = lookup(name) is None and name not in CONSTANTS and split_dist_call(name) is None
+        if unknown and name in STAN_FUNCTIONS:  # before its arguments (an ODE's function name)
+            raise self.error(e, unsupported_stan_function(name))
         arg_types = [self.expr(a) for a in e.args]
         if name in CONSTANTS and not arg_types:
             return REAL
@@ -483,6 +528,8 @@ class Checker:
             base, suffix = split
             dist = get_distribution(base)
             if suffix == "_rng":
+                if not dist.has_rng:
+                    raise self.error(e, f"{name} is not supported")
                 if self.block not in ("transformed_data", "generated_quantities"):
                     raise self.error(
                         e, f"{name} can only be used in transformed data or generated quantities"
@@ -509,9 +556,35 @@ class Checker:
                 )
             self.check_dist_args(e, dist, arg_types[0], arg_types[1:])
             return REAL
+        if name in STAN_FUNCTIONS:
+            raise self.error(e, unsupported_stan_function(name))
         close = difflib.get_close_matches(name, list(_known_function_names()), n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise self.error(e, f"unknown function '{name}'{hint}")
+
+
+#: the features whole chapters of the Functions Reference belong to
+_CHAPTER_FEATURES = {
+    "higher_order_functions": "ODE and DAE solvers, algebraic solvers, integrate_1d, map_rect and "
+    "reduce_sum are not supported",
+    "deprecated_functions": "the deprecated ODE and algebraic solvers are not supported",
+    "complex_valued_basic_functions": "complex numbers are not supported",
+    "complex_matrix_operations": "complex numbers are not supported",
+    "sparse_matrix_operations": "sparse matrices are not supported",
+    "hidden_markov_models": "the hidden Markov model functions are not supported yet",
+    "embedded_laplace": "the embedded Laplace approximation is not supported",
+    "transform_functions": "the constraint transform functions are not supported yet "
+    "(declare the variable with its constrained type instead)",
+}
+
+
+def unsupported_stan_function(name: str) -> str:
+    """The message for a name Stan defines but ppl does not (yet)."""
+    chapter = STAN_FUNCTIONS[name]
+    feature = _CHAPTER_FEATURES.get(chapter)
+    if feature is None:
+        feature = "ppl does not support it yet (see docs/language.md, Coverage)"
+    return f"'{name}' is a Stan function ({chapter.replace('_', ' ')}): {feature}"
 
 
 def _known_function_names():
@@ -520,7 +593,9 @@ def _known_function_names():
 
     names = set(LIBRARY) | set(CONSTANTS)
     for d in DISTRIBUTIONS.values():
-        names.update({d.name + ("_lpmf" if d.discrete else "_lpdf"), d.name + "_rng"})
+        names.add(d.name + ("_lpmf" if d.discrete else "_lpdf"))
+        if d.has_rng:
+            names.add(d.name + "_rng")
     return names
 
 

@@ -1,10 +1,12 @@
 """Checkpoints of a stochastic fit (``--checkpoint``, ``--resume``) and a clean stop on Ctrl-C or
 SIGTERM.
 
-A checkpoint is the fit loop's whole state between two iterations: the variational parameters,
-the step-size history, the random generators (the loop's and the minibatch sampler's), the ELBO
-trace and the counters. Restoring it and running on replays exactly the draws the uninterrupted
-run would have made, so the result is the same, bit for bit. It is pickled (a checkpoint is the
+A checkpoint is the fit loop's whole state between two iterations (ppl.inference.loop): the
+variational parameters, the step-size history, the random generators (the loop's and the
+minibatch sampler's), the ELBO trace and the counters. A fit of several loops (stages) keeps
+the results of the finished ones too, and a resumed fit takes them from it. Restoring the state
+and running on replays exactly the draws the uninterrupted run would have made, so the result is
+the same, bit for bit. It is pickled (a checkpoint is the
 user's own file, like a NumPy .npy with objects) to PATH.tmp and renamed over PATH: a crash while
 writing leaves the previous checkpoint whole. A fingerprint of the model, the data files and the
 options that shape the fit is stored with it and compared on resume.
@@ -20,6 +22,7 @@ import os
 import pickle
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -64,8 +67,37 @@ class Checkpointer:
     extras: dict[str, Stateful] = field(default_factory=dict)
     stop_signal: int | None = None
     written: int = 0
+    stages: int = 0  # loops begun in this run
+    finished: dict[int, Any] = field(default_factory=dict)  # stage -> its loop's result
+    clock: float | None = None  # when this run's first loop began
 
-    def save(self, state: dict) -> None:
+    def begin(self) -> tuple[int, Any, dict | None]:
+        """The next loop's stage number; its result, when it finished before the interruption;
+        its saved state, when it was under way."""
+        stage = self.stages
+        self.stages += 1
+        if self.clock is None:
+            self.clock = time.perf_counter()
+        if self.resume is None:
+            return stage, None, None
+        state = self.resume["state"]
+        if stage in state.get("finished", {}):
+            self.finished[stage] = state["finished"][stage]
+            return stage, self.finished[stage], None
+        return stage, None, (state if state.get("stage", 0) == stage else None)
+
+    def finish(self, stage: int, result: Any) -> None:
+        self.finished[stage] = result
+
+    @property
+    def elapsed_before(self) -> float:
+        """Seconds the fit ran before the interruption it resumes from."""
+        return 0.0 if self.resume is None else self.resume["state"].get("elapsed", 0.0)
+
+    def save(self, stage: int, state: dict) -> None:
+        now = time.perf_counter()
+        state = dict(state, stage=stage, finished=dict(self.finished),
+                     elapsed=self.elapsed_before + now - (self.clock or now))  # fmt: skip
         payload = {
             "format": FORMAT,
             "fingerprint": self.fingerprint,
@@ -75,7 +107,8 @@ class Checkpointer:
         write_atomic(self.path, pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
         self.written += 1
 
-    def restore_extras(self, extras: dict) -> None:
+    def restore_extras(self) -> None:
+        extras = self.resume["extras"]
         for name, obj in self.extras.items():
             if name not in extras:
                 raise CheckpointError(f"{self.path}: the checkpoint has no state for '{name}'")

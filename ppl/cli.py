@@ -7,12 +7,30 @@ import contextlib
 import os
 import sys
 import time
+import warnings
 
 import numpy as np
 
 from ppl import __version__
 from ppl.checkpoint import Interrupted
 from ppl.errors import PplError
+
+#: Longest line of a message printed as it is; longer ones (a 10^7-character source line) are cut.
+MESSAGE_LINE = 300
+
+
+def printable(message: str) -> str:
+    """A message safe for a terminal: control characters from model or data files escaped
+    (no terminal escape codes run), long lines cut in the middle."""
+
+    def clean(line: str) -> str:
+        line = "".join(c if c.isprintable() or c == "\t" else repr(c)[1:-1] for c in line)
+        if len(line) > MESSAGE_LINE:
+            half = MESSAGE_LINE // 2
+            line = f"{line[:half]} ... [{len(line) - 2 * half} characters] ... {line[-half:]}"
+        return line
+
+    return "\n".join(clean(line) for line in message.split("\n"))
 
 
 class _Parser(argparse.ArgumentParser):
@@ -191,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["embedded", "dask"],
         help="where the minibatch gradients are computed: this process (default) or the workers "
         "of a Dask cluster, which hold the data files' partitions (needs pip install "
-        "'ppl[dask]'; with --method dsvi --batch B)",
+        "'.[dask]'; with --method dsvi --batch B)",
     )
     f.add_argument(
         "--scheduler",
@@ -257,6 +275,7 @@ def _validate_options(args):
             raise PplError(f"--chunk-rows {args.chunk_rows} must be at least --batch {args.batch}")
         if args.checkpoint_every < 1:
             raise PplError("--checkpoint-every must be at least 1")
+        _check_not_an_input(args)
         if args.engine == "dask":
             if args.method != "dsvi" or args.batch is None:
                 raise PplError("--engine dask computes minibatch gradients on the workers: use "
@@ -310,26 +329,19 @@ def _progress_bar(total: int, quiet: bool):
     return progress, close
 
 
-def _variational_parameters(result) -> dict:
-    """Per latent, q's parameters on the unconstrained scale (gamma: shape and rate of x)."""
-    vi = result.vi
-    if result.method in ("auto", "sgvb", "bbvi", "mixed"):
-        return vi.family.describe(vi.theta)
-    sd = vi.sd
-    out = {}
-    for lat in result.model.latents:
-        part = slice(lat.offset, lat.offset + lat.size)
-        out[lat.name] = {
-            "family": vi.label if result.method == "dsvi" else "gaussian",
-            "mean": vi.mean[part].tolist(),
-            "sd": sd[part].tolist(),
-        }
-    return out
-
-
 def cmd_fit(args) -> int:
     with contextlib.ExitStack() as stack:  # a Dask cluster, when one is started, closes with it
         return _fit_and_report(args, stack)
+
+
+def _check_not_an_input(args) -> None:
+    """--checkpoint and --output must not name the model or a data file: a fit would overwrite
+    its own input."""
+    inputs = {os.path.realpath(p): p for p in [args.model, *args.data] if os.path.exists(p)}
+    for option, target in (("--checkpoint", args.checkpoint), ("--output", args.output)):
+        if target and os.path.realpath(target) in inputs:
+            raise PplError(f"{option} {target} is one of the fit's inputs "
+                           f"({inputs[os.path.realpath(target)]}); give another path")  # fmt: skip
 
 
 def _checkpointer(args):
@@ -349,7 +361,8 @@ def _checkpointer(args):
         rows, others = expand(args.data)
         files = rows + others
     shaping = ("method", "batch", "seed", "tol_rel_obj", "eta", "grad_samples", "rank", "dof",
-               "schedule", "stream", "chunk_rows", "engine", "set", "family")  # fmt: skip
+               "schedule", "stream", "chunk_rows", "engine", "set", "family", "optimizer",
+               "estimator", "no_polish")  # fmt: skip
     fingerprint = {"model": file_fingerprint(args.model)}
     fingerprint["data"] = [(os.path.basename(f), file_fingerprint(f)) for f in files]
     fingerprint.update({name: getattr(args, name) for name in shaping})
@@ -374,10 +387,10 @@ def _pointing_to(checkpointer):
 
 
 def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
+    from ppl.api import Fit
     from ppl.build import build, build_distributed, build_streamed
-    from ppl.diagnostics import USABLE
-    from ppl.output import write_outputs
     from ppl.pipeline import check_finite_result, elbo_sample_rows, fit
+    from ppl.report import diagnostics_lines, header_lines
     from ppl.summary import format_table, summarise
 
     checkpointer, signals = _checkpointer(args)
@@ -425,119 +438,34 @@ def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
     finally:
         close()
     check_finite_result(result)
-    vi = result.vi
-    print(f"model: {args.model}")
-    if result.description:
-        how = result.description
-    elif result.method == "auto":
-        road = vi.polish or {}
-        sets = " -> ".join(str(r["draws"]) for r in road.get("rounds", []))
-        how = (f"auto (mode by L-BFGS in {road.get('mode_gradient_evaluations', 0)} gradients, "
-               f"then L-BFGS on the ELBO over fixed draws: {sets} draws)")  # fmt: skip
-    elif result.method == "sgvb":
-        how = f"gamma SGVB ({vi.optimizer}, warm-started by mean-field ADVI)"
-    elif result.method == "mixed":
-        steps = "Stan's step sequence" if vi.optimizer == "stan" else vi.optimizer
-        how = (
-            f"binary latents by score-function gradients (rb+cv), the rest pathwise; {steps}, "
-            f"eta {vi.eta:g}, {vi.grad_samples} draws per step"
-        )
-    elif result.method == "bbvi":
-        steps = "Stan's step sequence" if vi.optimizer == "stan" else vi.optimizer
-        how = (
-            f"BBVI ({vi.estimator} score-function gradients, {steps}, eta {vi.eta:g}, "
-            f"{vi.grad_samples} draws per step)"
-        )
-    elif result.method == "dsvi":
-        rows = f", minibatches of {args.batch} rows" if args.batch else ""
+    rows = ""
+    if result.method == "dsvi":
+        if args.batch:
+            rows = f", minibatches of {args.batch} rows"
         if stream is not None:
             rows += f" from {len(stream.chunks)} chunks of up to {args.chunk_rows} rows"
         if partitions is not None:
             workers = len(partitions.client.scheduler_info()["workers"])
             rows += (f" drawn on {workers} Dask worker{'s' if workers != 1 else ''} from "
                      f"{len(partitions.files)} files, {partitions.rows} rows")  # fmt: skip
-        how = (
-            f"DSVI ({vi.label}, {vi.schedule} learning rates, eta {vi.eta:g}, "
-            f"{vi.grad_samples} draws per step{rows})"
-        )
-    else:
-        how = f"{result.method} ADVI, eta {vi.eta:g}"
-    print(
-        f"method: {how}, {vi.iterations} iterations, "
-        f"{vi.grad_evals} gradient evaluations, {result.seconds:.2f} s"
-    )
-    polish = result.refinement or {}
-    if polish.get("used"):
-        stages = ", ".join(f"{st['family']} {st['iterations']} it" for st in polish["stages"])
-        print(
-            f"polish: L-BFGS on a fixed-draw ELBO ({stages}); ELBO {polish['elbo_advi']:.6g} "
-            f"-> {polish['elbo_polished']:.6g}"
-        )
-    elif polish:
-        print("polish: did not improve the fit; kept the unpolished one")
-    on = ""
-    if result.elbo_rows:
-        on = f"; estimated on a fixed sample of {result.elbo_rows[0]} of {result.elbo_rows[1]} rows"
-    print(f"ELBO: {vi.elbo:.6g} ({'converged' if vi.converged else 'NOT converged'}{on})")
-    diag = result.diagnostics
-    if result.method == "auto" or (result.description or "").startswith("auto"):
-        ended = ("the fixed-draw optimum, reached by L-BFGS, settled as the draws grew"
-                 if vi.converged else "the fixed-draw optimum did not settle (see warnings)")
-    else:
-        ended = ("the stopping rule (relative ELBO change < --tol-rel-obj)" if vi.converged
-                 else f"the iteration cap (--iter {args.iter})")  # fmt: skip
-    print(f"ended by: {ended}")
+    done = Fit(result, model=args.model, data=args.data, iterations=args.iter, psis=args.psis,
+               engine=args.engine)  # fmt: skip
+    print(f"model: {args.model}")
+    for line in header_lines(result, iterations=args.iter, rows=rows):
+        print(line)
     if checkpointer is not None:
         resumed = " (resumed from it)" if args.resume else ""
         print(f"checkpoint: {checkpointer.path}, every {checkpointer.every} iterations{resumed}")
-    mc = ""
-    if diag.get("elbo") is not None:
-        mc = f"; ELBO from these draws {diag['elbo']:.6g} +- {diag['elbo_mcse']:.2g} (MCSE)"
-    print(
-        f"PSIS k-hat: {diag['khat']:.2f} ({diag['verdict']}: <= 0.5 good, <= 0.7 usable, "
-        f"> 0.7 not reliable; {diag['draws']} draws{mc})"
-    )
-    for note in result.notes:
-        print(f"note: {note}")
-    log_weights = None
-    if args.psis:
-        if diag["khat"] <= USABLE and diag["log_weights"] is not None:
-            log_weights = diag["log_weights"]
-            print("summaries: importance-weighted (--psis)")
-        else:
-            result.warnings.append(
-                f"--psis: k-hat {diag['khat']:.2f} > {USABLE}, importance weights are not "
-                "reliable; the summaries are q's own"
-            )
+    for line in diagnostics_lines(result):
+        print(line)
+    if done.log_weights is not None:
+        print("summaries: importance-weighted (--psis)")
     for name, fam in result.families.items():
         print(f"  q({name}): {fam}")
     print()
-    print(format_table(summarise(result.draws, log_weights)))
-    info = {
-        "model": args.model,
-        "data": list(args.data),
-        "method": result.method,
-        "iterations": vi.iterations,
-        "seconds": round(result.seconds, 4),
-        "gradient_evaluations": vi.grad_evals,
-        "elbo": vi.elbo,
-        "elbo_rows": result.elbo_rows,
-        "psis": {k: v for k, v in diag.items() if k != "log_weights"},
-        "psis_weighted_summaries": log_weights is not None,
-        "notes": result.notes,
-        "converged": vi.converged,
-        "seed": args.seed,
-        "engine": args.engine,
-        "eta": vi.eta,
-        "grad_samples": vi.grad_samples,
-        "draws": args.draws,
-        "warnings": result.warnings,
-        "families": result.families,
-        "polish": result.refinement,
-        "variational_parameters": _variational_parameters(result),
-    }
+    print(format_table(summarise(result.draws, done.log_weights)))
     if args.output:
-        files = write_outputs(args.output, result, info, log_weights)
+        files = done.save(args.output)
         print(f"\nwrote {', '.join(str(f) for f in files)}")
     if result.warnings:
         print("\nwarnings:", file=sys.stderr)
@@ -609,21 +537,26 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _validate_options(args)
         handler = {"fit": cmd_fit, "ir": cmd_ir, "check": cmd_check, "plot": cmd_plot}[args.command]
-        return handler(args)
+        with warnings.catch_warnings():
+            # numpy's and autograd's warnings are not for the user: what matters reaches them as
+            # a fit's warnings or an error
+            warnings.simplefilter("ignore")
+            return handler(args)
     except Interrupted as e:
         print(f"\nstopped: {e}", file=sys.stderr)
         return e.exit_code
     except PplError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {printable(str(e))}", file=sys.stderr)
         return e.exit_code
     except BrokenPipeError:  # `ppl fit ... | head`: the reader left; not an error of ours
         sys.stderr.close()
         return 0
     except KeyboardInterrupt:
-        print(
-            f"\ninterrupted after {time.perf_counter() - start:.1f} s; nothing was written",
-            file=sys.stderr,
-        )
+        output = sys.modules.get("ppl.output")
+        done = list(getattr(output, "written_paths", []))
+        what = (f"the output files were written whole ({', '.join(str(p) for p in done)})"
+                if done else "nothing was written")  # fmt: skip
+        print(f"\ninterrupted after {time.perf_counter() - start:.1f} s; {what}", file=sys.stderr)
         return 130
     except RecursionError:
         print("error: the model is nested too deeply to compile", file=sys.stderr)

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ppl.errors import DataError, PplError
+from ppl.transforms import make_transform
 
 Dim = int | str | Callable[[dict[str, np.ndarray]], int]
 Bound = None | float | Callable[[dict[str, np.ndarray]], "float | np.ndarray"]
@@ -51,6 +52,7 @@ class DataSpec:
     upper: Bound = None
     line: int = 0
     decl: str = ""
+    constraint: str | None = None  # a constrained type: "simplex", "cov_matrix", ...
 
 
 # ----------------------------------------------------------------------------------------------
@@ -204,6 +206,9 @@ def _split_column_name(name: str) -> tuple[str, tuple[int, ...]]:
     return name, ()
 
 
+#: From this size a plain CSV's columns are read by pandas' C reader when pandas is installed
+#: (8x numpy's casts; its import, ~0.3 s, pays off from here).
+PANDAS_MIN_BYTES = 8 << 20
 _WIDEST = 64  # wider cells are parsed as strings: no number needs more characters
 _BLOCK_BYTES = 1 << 20  # the byte matrix of one block of rows
 
@@ -268,6 +273,7 @@ class CsvText:
             self._split_bytes(data)
         self._check_header()
         self._cache: dict[tuple[int, bool], np.ndarray] = {}
+        self._pandas: dict[int, np.ndarray] | None = None
 
     def _set_header(self, header: list[str]) -> None:
         self.header = [c.strip() for c in header]
@@ -415,7 +421,13 @@ class CsvText:
     def _column_from_bytes(self, col: int, want_int: bool) -> np.ndarray:
         """Numpy's string casts on blocks of the cells' bytes (float() / int() semantics);
         anything they refuse goes through :meth:`_numbers` on the decoded cells, which finds the
-        bad cell or parses what only Python's float() accepts (e.g. non-ASCII digits)."""
+        bad cell or parses what only Python's float() accepts (e.g. non-ASCII digits). A large
+        file's columns come from pandas' C reader first, when pandas is installed."""
+        fast = self._by_pandas().get(col) if len(self._data) >= PANDAS_MIN_BYTES else None
+        if fast is not None and (want_int or fast.dtype.kind == "f"):
+            return fast
+        if fast is not None and not (fast == 0).any():  # (a zero may have been "-0": -0.0)
+            return fast.astype(np.float64)
         starts, ends = self._spans(col)
         if b"\x00" not in self._data:  # numpy's byte strings drop trailing NULs
             for dtype in (np.int64, np.float64) if want_int else (np.float64,):
@@ -423,6 +435,32 @@ class CsvText:
                 if out is not None:
                     return out
         return self._numbers(self._cells(col), col, want_int)
+
+    def _by_pandas(self) -> dict[int, np.ndarray]:
+        """Every column pandas' C reader parses as int64 or float64 (exactly as float() and
+        int() would: pandas >= 3 rounds correctly, older ones are asked to), by position; none
+        when pandas is missing or reads the file differently (the numpy path then decides, and
+        finds any bad cell with its row)."""
+        if self._pandas is None:
+            self._pandas = {}
+            try:
+                import pandas as pd
+            except ImportError:
+                return self._pandas
+            major = int(pd.__version__.split(".")[0])
+            exact = {} if major >= 3 else {"float_precision": "round_trip"}
+            try:
+                frame = pd.read_csv(io.BytesIO(self._data), header=0, na_filter=False,
+                                    keep_default_na=False, engine="c", **exact)  # fmt: skip
+            except Exception:  # noqa: BLE001 - any disagreement: the numpy path reads it
+                return self._pandas
+            if frame.shape == (self.nrows, self.ncol):
+                for j in range(self.ncol):
+                    column = frame.iloc[:, j].to_numpy()
+                    if column.dtype.kind in "if":
+                        self._pandas[j] = column.astype(np.int64 if column.dtype.kind == "i"
+                                                        else np.float64, copy=False)  # fmt: skip
+        return self._pandas
 
     def _numbers(self, cells: list[str], col: int, want_int: bool) -> np.ndarray:
         out: np.ndarray | None = None
@@ -583,6 +621,81 @@ def _json_array(path: str, name: str, value: object, fast_ok: bool) -> np.ndarra
                 f"{path}: {_index_text(name, tuple(int(j) for j in idx))}: the number is too large"
             ) from None
     return out.reshape(shape)
+
+
+class PythonValues:
+    """Data given from Python (ppl.api): a mapping of name -> number, list or numpy array, or a
+    pandas DataFrame whose columns follow the CSV convention (``x``, ``X.1``, ``X.2``: a row per
+    element of the first dimension)."""
+
+    kind = "python"
+
+    def __init__(self, label: str, values) -> None:
+        self.label = self.path = label
+        self.values = dict(values)
+        self.rows_only = False  # a DataFrame gives arrays (a row per element), as CSV does
+
+    @classmethod
+    def from_frame(cls, frame, label: str = "the DataFrame") -> PythonValues:
+        columns = {str(c): np.asarray(frame[c]) for c in frame.columns}
+        return cls.from_columns(columns, len(frame), label)
+
+    @classmethod
+    def from_columns(cls, columns: dict[str, np.ndarray], rows: int, label: str) -> PythonValues:
+        """Columns named as in a CSV file (``x``, ``X.1``, ``X[2,3]``), `rows` long."""
+        grouped: dict[str, dict[tuple[int, ...], np.ndarray]] = {}
+        for col, values in columns.items():
+            name, index = _split_column_name(col)
+            grouped.setdefault(name, {})[index] = values
+        values = {}
+        for name, cols in grouped.items():
+            arities = {len(t) for t in cols}
+            if len(arities) > 1:
+                raise DataError(f"{label}: the columns of {name} mix index depths")
+            if arities == {0}:
+                values[name] = cols[()]
+                continue
+            trailing = tuple(max(t[k] for t in cols) for k in range(arities.pop()))
+            keys = list(itertools.product(*(range(1, m + 1) for m in trailing)))
+            missing = [t for t in keys if t not in cols]
+            if missing:
+                dotted = ".".join(str(i) for i in missing[0])
+                raise DataError(f'{label}: column "{name}.{dotted}" is missing')
+            values[name] = np.stack([cols[t] for t in keys], axis=1).reshape((rows, *trailing))
+        out = cls(label, values)
+        out.rows_only = True
+        return out
+
+    def source_for(self, spec: DataSpec) -> _Source | None:
+        if spec.name not in self.values or (self.rows_only and not spec.dims):
+            return None
+        return _JsonSource(self.label, spec.name, _python_array(self.label, spec.name,
+                                                               self.values[spec.name]))
+
+
+def _python_array(label: str, name: str, value: object) -> np.ndarray:
+    """A Python value as an int64/float64 array, with a message naming it if it is not numbers."""
+    if hasattr(value, "to_numpy"):  # pandas Series, xarray
+        value = value.to_numpy()
+    if isinstance(value, (list, tuple)) and not isinstance(value, np.ndarray):
+        try:
+            a = np.asarray(value)
+        except ValueError:
+            a = np.asarray(None, dtype=object)
+        if a.dtype.kind not in "biuf":
+            return _json_array(label, name, [*value], fast_ok=False)
+    else:
+        a = np.asarray(value)
+    if a.dtype.kind == "b":
+        return a.astype(np.int64)
+    if a.dtype.kind == "u" and a.size and int(a.max()) >= _INT64_MAX:
+        return a.astype(np.float64)
+    if a.dtype.kind in "iu":
+        return a.astype(np.int64)
+    if a.dtype.kind == "f":
+        return a.astype(np.float64)
+    first = _cell(str(a.flat[0])) if a.size else "empty"
+    raise DataError(f"{label}: {name} holds {a.dtype} values ({first}); data must be numbers")
 
 
 def open_data_file(path: str) -> CsvText | _JsonFile:
@@ -876,6 +989,36 @@ def _check_bounds(
             )
 
 
+#: what each constrained type requires of a data value (Stan's tolerance: 1e-8)
+CONSTRAINT_TEXT = {
+    "simplex": "a simplex (non-negative entries summing to 1)",
+    "ordered": "ordered (strictly increasing)",
+    "positive_ordered": "positive and strictly increasing",
+    "unit_vector": "a unit vector (Euclidean norm 1)",
+    "sum_to_zero_vector": "a vector summing to 0",
+    "cov_matrix": "a covariance matrix (symmetric positive definite)",
+    "corr_matrix": "a correlation matrix (symmetric positive definite with a unit diagonal)",
+    "cholesky_factor_cov": "a Cholesky factor (lower triangular with a positive diagonal)",
+    "cholesky_factor_corr": (
+        "the Cholesky factor of a correlation matrix "
+        "(lower triangular, positive diagonal, rows of unit length)"
+    ),
+}
+
+
+def _check_constraint(spec: DataSpec, value: np.ndarray, src: _Source | None) -> None:
+    """A value of a constrained type (simplex, cov_matrix, ...) must satisfy its constraint."""
+    if spec.constraint is None or value.size == 0:
+        return
+    t = make_transform(spec.constraint)
+    lead = value.shape[: value.ndim - t.core_ndim]
+    for idx in np.ndindex(*lead):
+        if not t.in_support(value[idx]):
+            where = f"{_index_text(spec.name, idx)} in {_what(spec)}" if idx else _what(spec)
+            origin = f" ({src.where(idx + (0,) * t.core_ndim)})" if src is not None else ""
+            raise DataError(f"{where} is not {CONSTRAINT_TEXT[spec.constraint]}{origin}")
+
+
 def _missing(
     spec: DataSpec,
     paths: list[str],
@@ -1019,5 +1162,6 @@ def load_data(
                     "but sizes must be non-negative integers"
                 )
         _check_bounds(s, value, first, values)
+        _check_constraint(s, value, first)
         values[s.name] = value
     return values

@@ -8,7 +8,7 @@ import numpy as np
 
 from ppl import ast
 from ppl.checker import CheckedProgram, decl_type
-from ppl.data import DataSpec, load_data
+from ppl.data import CONSTRAINT_TEXT, DataSpec, load_data
 from ppl.evaluator import Evaluator
 
 
@@ -61,6 +61,7 @@ def data_specs(checked: CheckedProgram) -> list[DataSpec]:
                 _bound(spec.bounds.get("upper"), program),
                 d.pos.line,
                 text,
+                spec.kind if spec.kind in CONSTRAINT_TEXT else None,
             )
         )
         names.add(d.name)

@@ -80,16 +80,21 @@ def check_fit(
     chunk: int = 200,
 ) -> dict:
     """k-hat, the ELBO and its Monte Carlo standard error from draws `zeta` of q (the draws
-    the summaries are made of), and the smoothed log weights for --psis."""
-    parts = []
+    the summaries are made of), the smoothed log weights for --psis, and each draw's log p and
+    log q (draws.csv's log_p__ and log_g__)."""
+    log_p, log_g = [], []
     for start in range(0, zeta.shape[0], chunk):
         z = zeta[start : start + chunk]
         with np.errstate(all="ignore"):
-            parts.append(np.asarray(log_joint(z), dtype=float) - np.asarray(log_q(z), dtype=float))
-    lr = np.concatenate(parts)
+            log_p.append(np.asarray(log_joint(z), dtype=float))
+            log_g.append(np.asarray(log_q(z), dtype=float))
+    lp, lq = np.concatenate(log_p), np.concatenate(log_g)
+    with np.errstate(invalid="ignore"):
+        lr = lp - lq
     finite = np.isfinite(lr)
     S = lr.size
-    out = {"draws": S, "nonfinite_draws": int(S - finite.sum())}
+    # per draw, as CmdStan's log_p__ and log_g__ columns
+    out = {"draws": S, "nonfinite_draws": int(S - finite.sum()), "log_p": lp, "log_q": lq}
     if finite.sum() < 2:
         return {**out, "khat": float("inf"), "verdict": verdict(np.inf), "elbo": None,
                 "elbo_mcse": None, "log_weights": None}  # fmt: skip

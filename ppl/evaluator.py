@@ -18,10 +18,12 @@ from ppl import ast
 from ppl.checker import split_dist_call
 from ppl.distributions import get_distribution
 from ppl.distributions.base import where
+from ppl.distributions.truncated import truncated
 from ppl.errors import ModelError
 from ppl.functions import CONSTANTS, lookup, matmul
 from ppl.loops import vectorisable
 from ppl.parser import format_location
+from ppl.printing import print_statement
 from ppl.types import (
     SType,
     align,
@@ -39,6 +41,10 @@ class Devectorise(Exception):
     def __init__(self, loop: ast.For):
         super().__init__("devectorise")
         self.loop = loop
+
+
+def _devectorise(ev) -> None:
+    raise Devectorise(ev._current_loop)
 
 
 class NeedsPerSample(Exception):
@@ -563,7 +569,7 @@ def _compile_stmt(s: ast.Stmt):
 
         return block
     if isinstance(s, ast.Print):
-        return lambda ev: None  # printing inside a log density would flood the terminal
+        return print_statement(s, _expr_fn, _devectorise)
     if isinstance(s, ast.Reject):
         message = " ".join(a.value if isinstance(a, ast.Str) else "?" for a in s.args)
 
@@ -840,10 +846,13 @@ def _aligned_density(dist, ndims, events, elementwise: bool = False):
 
 def _compile_tilde(s: ast.Tilde):
     dist = get_distribution(s.dist)
+    arg_exprs = s.args
+    if s.truncation is not None:  # T[L, U]: the bounds become arguments of a wrapping density
+        dist, arg_exprs = truncated(dist, s.args, s.truncation)
     lhs_fn = _expr_fn(s.lhs)
-    arg_fns = [_expr_fn(a) for a in s.args]
+    arg_fns = [_expr_fn(a) for a in arg_exprs]
     vtype = s.lhs.type
-    types = [a.type for a in s.args]
+    types = [a.type for a in arg_exprs]
     cache = []
     ndims = [vtype.ndim] + [t.ndim for t in types]
     events = [dist.value_ndim] + list(dist.param_ndims)
@@ -859,8 +868,6 @@ def _compile_tilde(s: ast.Tilde):
             ev.terms.append((s, lp))
         else:
             lp = cache[0]([value] + args)
-        if s.truncation is not None:
-            raise ev.error(s, "truncation T[,] is not supported yet")
         lp = sum_to_batch0(lp)
         ev.add_lp(lp)
         if ev.on_statement is not None:

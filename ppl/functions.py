@@ -6,14 +6,24 @@ static types of their arguments, so reductions and matrix algebra act on the typ
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 import autograd.numpy as np
 import numpy as onp
 
+from ppl import functions_extra as _extra  # noqa: F401  (registers its functions)
+from ppl import functions_linalg as _linalg  # noqa: F401  (registers the matrix functions)
 from ppl import special as sps
 from ppl.distributions.base import where, xlogy
+from ppl.function_registry import (
+    LIBRARY,
+    Function,
+    SignatureError,
+    elementwise_rule,
+    fixed,
+    int_value,
+    real_of,
+    register,
+    type_axes,
+)
 from ppl.types import (
     INT,
     MATRIX,
@@ -28,50 +38,11 @@ from ppl.types import (
     to_array,
 )
 
-
-class SignatureError(Exception):
-    """Arguments do not fit the function; the checker turns it into a ModelError with a position."""
-
-
-@dataclass
-class Function:
-    name: str
-    type_rule: Callable[[list[SType]], SType]
-    impl: Callable  # impl(args, types) -> value
-    size_args: tuple[int, ...] = ()  # argument positions that are sizes (must be loop-invariant)
-    nargs: tuple[int, ...] | None = None  # accepted argument counts
-
-
-LIBRARY: dict[str, Function] = {}
-
-
-def _register(name, type_rule, impl, size_args=(), nargs=None):
-    LIBRARY[name] = Function(name, type_rule, impl, tuple(size_args), nargs)
-
-
 # ---- type rules ----------------------------------------------------------------------------------
 
 
-def _real_of(t: SType) -> SType:
-    return t.with_base("real")
-
-
-def _elementwise_rule(types):
-    """Elementwise result: the one non-scalar shape among the arguments (scalars broadcast)."""
-    shaped = [t for t in types if not t.is_scalar]
-    if not shaped:
-        return REAL
-    first = shaped[0]
-    for t in shaped[1:]:
-        if (t.kind, t.adims) != (first.kind, first.adims):
-            raise SignatureError(
-                f"arguments of types {first} and {t} cannot be combined elementwise"
-            )
-    return _real_of(first)
-
-
 def _unary_real_rule(types):
-    return _real_of(types[0])
+    return real_of(types[0])
 
 
 def _reduce_rule(types):
@@ -79,23 +50,7 @@ def _reduce_rule(types):
     return INT if types[0].is_int else REAL
 
 
-def _fixed(result: SType):
-    return lambda types: result
-
-
 # ---- helpers -------------------------------------------------------------------------------------
-
-
-def _type_axes(t: SType) -> tuple[int, ...]:
-    return tuple(range(-t.ndim, 0))
-
-
-def _int_value(x) -> int:
-    """A size argument as a Python int (sizes never carry batch axes)."""
-    arr = onp.asarray(getattr(x, "_value", x))
-    if arr.size != 1:
-        raise SignatureError("a size argument must be a single integer")
-    return int(arr.reshape(()))
 
 
 def _elementwise(fn):
@@ -173,16 +128,14 @@ _UNARY = {
 }
 
 for _name, _fn in _UNARY.items():
-    _register(
-        _name, _unary_real_rule, (lambda fn: lambda args, types: fn(args[0]))(_fn), nargs=(1,)
-    )
+    register(_name, _unary_real_rule, (lambda fn: lambda args, types: fn(args[0]))(_fn), nargs=(1,))
 
 
 def _abs_rule(types):
     return types[0]
 
 
-_register("abs", _abs_rule, lambda args, types: np.abs(args[0]), nargs=(1,))
+register("abs", _abs_rule, lambda args, types: np.abs(args[0]), nargs=(1,))
 
 _BINARY = {
     "pow": np.power,
@@ -203,7 +156,7 @@ _BINARY = {
     "lmultiply": xlogy,
 }
 for _name, _fn in _BINARY.items():
-    _register(_name, _elementwise_rule, _elementwise(_fn), nargs=(2,))
+    register(_name, elementwise_rule, _elementwise(_fn), nargs=(2,))
 
 
 def _fma(args, types):
@@ -211,7 +164,7 @@ def _fma(args, types):
     return a * b + c
 
 
-_register("fma", _elementwise_rule, _fma, nargs=(3,))
+register("fma", elementwise_rule, _fma, nargs=(3,))
 
 
 def _log_mix(args, types):
@@ -219,17 +172,17 @@ def _log_mix(args, types):
     return np.logaddexp(np.log(theta) + lp1, np.log1p(-theta) + lp2)
 
 
-_register("log_mix", _elementwise_rule, _log_mix, nargs=(3,))
+register("log_mix", elementwise_rule, _log_mix, nargs=(3,))
 
 
 def _step_impl(args, types):
     return np.where(args[0] < 0, 0, 1)
 
 
-_register("step", lambda t: REAL, _step_impl, nargs=(1,))
-_register("int_step", lambda t: INT, lambda args, types: np.where(args[0] > 0, 1, 0), nargs=(1,))
-_register("is_inf", lambda t: INT, lambda args, types: np.isinf(args[0]).astype(int), nargs=(1,))
-_register("is_nan", lambda t: INT, lambda args, types: np.isnan(args[0]).astype(int), nargs=(1,))
+register("step", lambda t: REAL, _step_impl, nargs=(1,))
+register("int_step", lambda t: INT, lambda args, types: np.where(args[0] > 0, 1, 0), nargs=(1,))
+register("is_inf", lambda t: INT, lambda args, types: np.isinf(args[0]).astype(int), nargs=(1,))
+register("is_nan", lambda t: INT, lambda args, types: np.isnan(args[0]).astype(int), nargs=(1,))
 
 # ---- constants -----------------------------------------------------------------------------------
 _CONSTANTS = {
@@ -254,7 +207,7 @@ def _reduce(fn):
         t = types[0]
         if t.is_scalar:
             return args[0]
-        return fn(args[0], axis=_type_axes(t))
+        return fn(args[0], axis=type_axes(t))
 
     return impl
 
@@ -266,12 +219,12 @@ def _log_sum_exp_impl(args, types):
     t = types[0]
     if t.is_scalar:
         return args[0]
-    return sps.logsumexp(args[0], axis=_type_axes(t))
+    return sps.logsumexp(args[0], axis=type_axes(t))
 
 
 def _lse_rule(types):
     if len(types) == 2:
-        return _elementwise_rule(types)
+        return elementwise_rule(types)
     return REAL
 
 
@@ -283,12 +236,12 @@ def _variance(x, axis):
     return np.sum((x - m) ** 2, axis=axis) / (n - 1)
 
 
-_register("sum", _reduce_rule, _reduce(np.sum), nargs=(1,))
-_register("prod", _reduce_rule, _reduce(np.prod), nargs=(1,))
-_register("mean", lambda t: REAL, _reduce(np.mean), nargs=(1,))
-_register("variance", lambda t: REAL, _reduce(_variance), nargs=(1,))
-_register("sd", lambda t: REAL, _reduce(lambda x, axis: np.sqrt(_variance(x, axis))), nargs=(1,))
-_register("log_sum_exp", _lse_rule, _log_sum_exp_impl, nargs=(1, 2))
+register("sum", _reduce_rule, _reduce(np.sum), nargs=(1,))
+register("prod", _reduce_rule, _reduce(np.prod), nargs=(1,))
+register("mean", lambda t: REAL, _reduce(np.mean), nargs=(1,))
+register("variance", lambda t: REAL, _reduce(_variance), nargs=(1,))
+register("sd", lambda t: REAL, _reduce(lambda x, axis: np.sqrt(_variance(x, axis))), nargs=(1,))
+register("log_sum_exp", _lse_rule, _log_sum_exp_impl, nargs=(1, 2))
 
 
 def _minmax(reduce_fn, pair_fn):
@@ -303,24 +256,24 @@ def _minmax(reduce_fn, pair_fn):
 
 def _minmax_rule(types):
     if len(types) == 2:
-        r = _elementwise_rule(types)
+        r = elementwise_rule(types)
         return INT if all(t.is_int for t in types) else r
     return _reduce_rule(types)
 
 
-_register("max", _minmax_rule, _minmax(np.max, np.maximum), nargs=(1, 2))
-_register("min", _minmax_rule, _minmax(np.min, np.minimum), nargs=(1, 2))
+register("max", _minmax_rule, _minmax(np.max, np.maximum), nargs=(1, 2))
+register("min", _minmax_rule, _minmax(np.min, np.minimum), nargs=(1, 2))
 
 
 def _norm2(args, types):
-    return np.sqrt(np.sum(args[0] ** 2, axis=_type_axes(types[0])))
+    return np.sqrt(np.sum(args[0] ** 2, axis=type_axes(types[0])))
 
 
-_register("norm2", lambda t: REAL, _norm2, nargs=(1,))
-_register(
+register("norm2", lambda t: REAL, _norm2, nargs=(1,))
+register(
     "dot_self",
     lambda t: REAL,
-    lambda args, types: np.sum(args[0] ** 2, axis=_type_axes(types[0])),
+    lambda args, types: np.sum(args[0] ** 2, axis=type_axes(types[0])),
     nargs=(1,),
 )
 
@@ -358,10 +311,10 @@ def _cols(args, types):
     return int(shape[-1])
 
 
-_register("size", _fixed(INT), _size, nargs=(1,))
-_register("num_elements", _fixed(INT), _num_elements, nargs=(1,))
-_register("rows", _fixed(INT), _rows, nargs=(1,))
-_register("cols", _fixed(INT), _cols, nargs=(1,))
+register("size", fixed(INT), _size, nargs=(1,))
+register("num_elements", fixed(INT), _num_elements, nargs=(1,))
+register("rows", fixed(INT), _rows, nargs=(1,))
+register("cols", fixed(INT), _cols, nargs=(1,))
 
 
 # ---- constructors --------------------------------------------------------------------------------
@@ -370,7 +323,7 @@ _register("cols", _fixed(INT), _cols, nargs=(1,))
 def _rep(kind):
     def impl(args, types):
         x = to_array(args[0])
-        sizes = tuple(_int_value(s) for s in args[1:])
+        sizes = tuple(int_value(s) for s in args[1:])
         t = types[0]
         if kind == "matrix" and not t.is_scalar:  # rep_matrix(v, n): copies of a (row) vector
             n = sizes[0]
@@ -399,10 +352,10 @@ def _rep_array_rule(types):
     return SType(t.base, t.kind, t.adims + len(types) - 1)
 
 
-_register("rep_vector", _fixed(VECTOR), _rep("vector"), size_args=(1,), nargs=(2,))
-_register("rep_row_vector", _fixed(ROW_VECTOR), _rep("row_vector"), size_args=(1,), nargs=(2,))
-_register("rep_matrix", _rep_matrix_rule, _rep("matrix"), size_args=(1, 2), nargs=(2, 3))
-_register("rep_array", _rep_array_rule, _rep("array"), size_args=(1, 2, 3), nargs=(2, 3, 4))
+register("rep_vector", fixed(VECTOR), _rep("vector"), size_args=(1,), nargs=(2,))
+register("rep_row_vector", fixed(ROW_VECTOR), _rep("row_vector"), size_args=(1,), nargs=(2,))
+register("rep_matrix", _rep_matrix_rule, _rep("matrix"), size_args=(1, 2), nargs=(2, 3))
+register("rep_array", _rep_array_rule, _rep("array"), size_args=(1, 2, 3), nargs=(2, 3, 4))
 
 
 def _diag_matrix(args, types):
@@ -412,7 +365,7 @@ def _diag_matrix(args, types):
 
 
 def _identity_matrix(args, types):
-    return onp.eye(_int_value(args[0]))
+    return onp.eye(int_value(args[0]))
 
 
 def _diagonal(args, types):
@@ -422,9 +375,9 @@ def _diagonal(args, types):
     return m[..., idx, idx]
 
 
-_register("diag_matrix", _fixed(MATRIX), _diag_matrix, nargs=(1,))
-_register("identity_matrix", _fixed(MATRIX), _identity_matrix, size_args=(0,), nargs=(1,))
-_register("diagonal", _fixed(VECTOR), _diagonal, nargs=(1,))
+register("diag_matrix", fixed(MATRIX), _diag_matrix, nargs=(1,))
+register("identity_matrix", fixed(MATRIX), _identity_matrix, size_args=(0,), nargs=(1,))
+register("diagonal", fixed(VECTOR), _diagonal, nargs=(1,))
 
 
 def _to_vector(args, types):
@@ -436,9 +389,9 @@ def _to_vector(args, types):
     return np.reshape(x, shape[:b] + (-1,)) if t.ndim != 1 else x
 
 
-_register("to_vector", lambda t: VECTOR, _to_vector, nargs=(1,))
-_register("to_row_vector", lambda t: ROW_VECTOR, _to_vector, nargs=(1,))
-_register("to_array_1d", lambda t: SType(t[0].base, "scalar", 1), _to_vector, nargs=(1,))
+register("to_vector", lambda t: VECTOR, _to_vector, nargs=(1,))
+register("to_row_vector", lambda t: ROW_VECTOR, _to_vector, nargs=(1,))
+register("to_array_1d", lambda t: SType(t[0].base, "scalar", 1), _to_vector, nargs=(1,))
 
 
 def _to_matrix(args, types):
@@ -453,28 +406,28 @@ def _to_matrix(args, types):
         if t.kind == "row_vector":
             return x[..., None, :]
         return x
-    m, n = _int_value(args[1]), _int_value(args[2])
+    m, n = int_value(args[1]), int_value(args[2])
     flat = _to_vector([x], [t])
     b = fast_ndim(flat) - 1
     # column-major fill, as in Stan
     return np.swapaxes(np.reshape(flat, fast_shape(flat)[:b] + (n, m)), -1, -2)
 
 
-_register("to_matrix", lambda t: MATRIX, _to_matrix, size_args=(1, 2), nargs=(1, 3))
+register("to_matrix", lambda t: MATRIX, _to_matrix, size_args=(1, 2), nargs=(1, 3))
 
 
 def _to_int(args, types):
     return np.trunc(args[0]).astype(int) if hasattr(args[0], "astype") else int(args[0])
 
 
-_register("to_int", lambda t: t[0].with_base("int"), _to_int, nargs=(1,))
+register("to_int", lambda t: t[0].with_base("int"), _to_int, nargs=(1,))
 
 
 def _cumulative_sum(args, types):
     return np.cumsum(args[0], axis=-1)
 
 
-_register("cumulative_sum", lambda t: t[0], _cumulative_sum, nargs=(1,))
+register("cumulative_sum", lambda t: t[0], _cumulative_sum, nargs=(1,))
 
 
 def _check_range(what: str, lo: int, hi: int, n: int) -> None:
@@ -484,36 +437,36 @@ def _check_range(what: str, lo: int, hi: int, n: int) -> None:
 
 
 def _col(args, types):
-    j = _int_value(args[1])
+    j = int_value(args[1])
     _check_range(f"column {j}", j, j, fast_shape(args[0])[-1])
     return args[0][..., :, j - 1]
 
 
 def _row(args, types):
-    i = _int_value(args[1])
+    i = int_value(args[1])
     _check_range(f"row {i}", i, i, fast_shape(args[0])[-2])
     return args[0][..., i - 1, :]
 
 
-_register("col", _fixed(VECTOR), _col, nargs=(2,))
-_register("row", _fixed(ROW_VECTOR), _row, nargs=(2,))
+register("col", fixed(VECTOR), _col, nargs=(2,))
+register("row", fixed(ROW_VECTOR), _row, nargs=(2,))
 
 
 def _head(args, types):
-    n = _int_value(args[1])
+    n = int_value(args[1])
     _check_range(f"head of length {n}", 1, n, _size([args[0]], [types[0]]))
     return args[0][..., :n] if types[0].adims == 0 else _lead_slice(args[0], types[0], 0, n)
 
 
 def _tail(args, types):
-    n = _int_value(args[1])
+    n = int_value(args[1])
     size = _size([args[0]], [types[0]])
     _check_range(f"tail of length {n}", size - n + 1, size, size)
     return _lead_slice(args[0], types[0], size - n, size)
 
 
 def _segment(args, types):
-    i, n = _int_value(args[1]), _int_value(args[2])
+    i, n = int_value(args[1]), int_value(args[2])
     _check_range(f"segment {i}..{i + n - 1}", i, i + n - 1, _size([args[0]], [types[0]]))
     return _lead_slice(args[0], types[0], i - 1, i - 1 + n)
 
@@ -523,17 +476,17 @@ def _lead_slice(x, t, lo, hi):
     return x[(slice(None),) * b + (slice(lo, hi),)]
 
 
-_register("head", lambda t: t[0], _head, size_args=(1,), nargs=(2,))
-_register("tail", lambda t: t[0], _tail, size_args=(1,), nargs=(2,))
-_register("segment", lambda t: t[0], _segment, size_args=(1, 2), nargs=(3,))
+register("head", lambda t: t[0], _head, size_args=(1,), nargs=(2,))
+register("tail", lambda t: t[0], _tail, size_args=(1,), nargs=(2,))
+register("segment", lambda t: t[0], _segment, size_args=(1, 2), nargs=(3,))
 
 
 def _linspaced(args, types):
-    return onp.linspace(float(args[1]), float(args[2]), _int_value(args[0]))
+    return onp.linspace(float(args[1]), float(args[2]), int_value(args[0]))
 
 
-_register("linspaced_vector", _fixed(VECTOR), _linspaced, size_args=(0,), nargs=(3,))
-_register(
+register("linspaced_vector", fixed(VECTOR), _linspaced, size_args=(0,), nargs=(3,))
+register(
     "linspaced_array", lambda t: SType("real", "scalar", 1), _linspaced, size_args=(0,), nargs=(3,)
 )
 
@@ -595,8 +548,8 @@ def _append_col_rule(types):
     return MATRIX if ("matrix" in kinds or "vector" in kinds) else ROW_VECTOR
 
 
-_register("append_row", _append_row_rule, _append("row"), nargs=(2,))
-_register("append_col", _append_col_rule, _append("col"), nargs=(2,))
+register("append_row", _append_row_rule, _append("row"), nargs=(2,))
+register("append_col", _append_col_rule, _append("col"), nargs=(2,))
 
 
 # ---- linear algebra ------------------------------------------------------------------------------
@@ -624,7 +577,7 @@ def matmul(a, ta: SType, b, tb: SType):
 
 def matmul_type(ta: SType, tb: SType) -> SType:
     if ta.is_scalar or tb.is_scalar:
-        return _elementwise_rule([ta, tb]) if not (ta.is_int and tb.is_int) else INT
+        return elementwise_rule([ta, tb]) if not (ta.is_int and tb.is_int) else INT
     if ta.adims or tb.adims:
         raise SignatureError(f"cannot multiply {ta} by {tb} (arrays are not matrices)")
     table = {
@@ -645,16 +598,16 @@ def _dot_product(args, types):
     return np.sum(a * b, axis=-1)
 
 
-_register("dot_product", _fixed(REAL), _dot_product, nargs=(2,))
-_register(
+register("dot_product", fixed(REAL), _dot_product, nargs=(2,))
+register(
     "columns_dot_product",
-    _fixed(ROW_VECTOR),
+    fixed(ROW_VECTOR),
     lambda args, types: np.sum(args[0] * args[1], axis=-2),
     nargs=(2,),
 )
-_register(
+register(
     "rows_dot_product",
-    _fixed(VECTOR),
+    fixed(VECTOR),
     lambda args, types: np.sum(args[0] * args[1], axis=-1),
     nargs=(2,),
 )
@@ -685,28 +638,28 @@ def _cholesky(args, types):
     return where(bad, onp.nan, np.linalg.cholesky(safe_m))
 
 
-_register("cholesky_decompose", _fixed(MATRIX), _cholesky, nargs=(1,))
-_register("inverse", _fixed(MATRIX), lambda args, types: np.linalg.inv(args[0]), nargs=(1,))
-_register("inverse_spd", _fixed(MATRIX), lambda args, types: np.linalg.inv(args[0]), nargs=(1,))
-_register("determinant", _fixed(REAL), lambda args, types: np.linalg.det(args[0]), nargs=(1,))
-_register(
-    "log_determinant", _fixed(REAL), lambda args, types: np.linalg.slogdet(args[0])[1], nargs=(1,)
+register("cholesky_decompose", fixed(MATRIX), _cholesky, nargs=(1,))
+register("inverse", fixed(MATRIX), lambda args, types: np.linalg.inv(args[0]), nargs=(1,))
+register("inverse_spd", fixed(MATRIX), lambda args, types: np.linalg.inv(args[0]), nargs=(1,))
+register("determinant", fixed(REAL), lambda args, types: np.linalg.det(args[0]), nargs=(1,))
+register(
+    "log_determinant", fixed(REAL), lambda args, types: np.linalg.slogdet(args[0])[1], nargs=(1,)
 )
-_register(
+register(
     "tcrossprod",
-    _fixed(MATRIX),
+    fixed(MATRIX),
     lambda args, types: np.matmul(args[0], _transpose_last(args[0])),
     nargs=(1,),
 )
-_register(
+register(
     "crossprod",
-    _fixed(MATRIX),
+    fixed(MATRIX),
     lambda args, types: np.matmul(_transpose_last(args[0]), args[0]),
     nargs=(1,),
 )
-_register(
+register(
     "multiply_lower_tri_self_transpose",
-    _fixed(MATRIX),
+    fixed(MATRIX),
     lambda args, types: np.matmul(np.tril(args[0]), _transpose_last(np.tril(args[0]))),
     nargs=(1,),
 )
@@ -733,9 +686,9 @@ def _add_diag(args, types):
     return m + d
 
 
-_register("add_diag", _fixed(MATRIX), _add_diag, nargs=(2,))
-_register("diag_pre_multiply", _fixed(MATRIX), _diag_pre_multiply, nargs=(2,))
-_register("diag_post_multiply", _fixed(MATRIX), _diag_post_multiply, nargs=(2,))
+register("add_diag", fixed(MATRIX), _add_diag, nargs=(2,))
+register("diag_pre_multiply", fixed(MATRIX), _diag_pre_multiply, nargs=(2,))
+register("diag_post_multiply", fixed(MATRIX), _diag_post_multiply, nargs=(2,))
 
 
 def _quad_form(args, types):
@@ -745,7 +698,7 @@ def _quad_form(args, types):
     return np.matmul(_transpose_last(b), np.matmul(a, b))
 
 
-_register("quad_form", lambda t: REAL if t[1].kind == "vector" else MATRIX, _quad_form, nargs=(2,))
+register("quad_form", lambda t: REAL if t[1].kind == "vector" else MATRIX, _quad_form, nargs=(2,))
 
 
 def _mdivide_left(args, types):
@@ -763,12 +716,12 @@ def _mdivide_right(args, types):
     return _transpose_last(np.linalg.solve(at, _transpose_last(b)))
 
 
-_register("mdivide_left", lambda t: t[1], _mdivide_left, nargs=(2,))
-_register("mdivide_left_tri_low", lambda t: t[1], _mdivide_left, nargs=(2,))
-_register("mdivide_left_spd", lambda t: t[1], _mdivide_left, nargs=(2,))
-_register("mdivide_right", lambda t: t[0], _mdivide_right, nargs=(2,))
-_register("mdivide_right_tri_low", lambda t: t[0], _mdivide_right, nargs=(2,))
-_register("mdivide_right_spd", lambda t: t[0], _mdivide_right, nargs=(2,))
+register("mdivide_left", lambda t: t[1], _mdivide_left, nargs=(2,))
+register("mdivide_left_tri_low", lambda t: t[1], _mdivide_left, nargs=(2,))
+register("mdivide_left_spd", lambda t: t[1], _mdivide_left, nargs=(2,))
+register("mdivide_right", lambda t: t[0], _mdivide_right, nargs=(2,))
+register("mdivide_right_tri_low", lambda t: t[0], _mdivide_right, nargs=(2,))
+register("mdivide_right_spd", lambda t: t[0], _mdivide_right, nargs=(2,))
 
 
 def _softmax(args, types):
@@ -781,8 +734,8 @@ def _log_softmax(args, types):
     return x - sps.logsumexp(x, axis=-1, keepdims=True)
 
 
-_register("softmax", _fixed(VECTOR), _softmax, nargs=(1,))
-_register("log_softmax", _fixed(VECTOR), _log_softmax, nargs=(1,))
+register("softmax", fixed(VECTOR), _softmax, nargs=(1,))
+register("log_softmax", fixed(VECTOR), _log_softmax, nargs=(1,))
 
 
 def _gp_exp_quad_cov(args, types):
@@ -819,8 +772,8 @@ def _gp_rule(types):
     return MATRIX
 
 
-_register("gp_exp_quad_cov", _gp_rule, _gp_exp_quad_cov, nargs=(3,))
-_register("cov_exp_quad", _gp_rule, _gp_exp_quad_cov, nargs=(3,))
+register("gp_exp_quad_cov", _gp_rule, _gp_exp_quad_cov, nargs=(3,))
+register("cov_exp_quad", _gp_rule, _gp_exp_quad_cov, nargs=(3,))
 
 
 def _sort(descending):
@@ -831,8 +784,8 @@ def _sort(descending):
     return impl
 
 
-_register("sort_asc", lambda t: t[0], _sort(False), nargs=(1,))
-_register("sort_desc", lambda t: t[0], _sort(True), nargs=(1,))
+register("sort_asc", lambda t: t[0], _sort(False), nargs=(1,))
+register("sort_desc", lambda t: t[0], _sort(True), nargs=(1,))
 
 
 def lookup(name: str) -> Function | None:

@@ -50,7 +50,9 @@ def _check(loop: ast.For) -> bool:
     locals_: set[str] = {s.name for s in stmts if isinstance(s, ast.Decl)}
     inner_loop_vars = {s.var for s in stmts if isinstance(s, ast.For | ast.ForEach)}
     for s in stmts:
-        if isinstance(s, ast.While | ast.ForEach | ast.Break | ast.Continue | ast.Reject | ast.If):
+        if isinstance(
+            s, ast.While | ast.ForEach | ast.Break | ast.Continue | ast.Reject | ast.If | ast.Print
+        ):
             return False
     # variables written in the body that live outside it
     outer_writes: dict[str, list[ast.Assign]] = {}

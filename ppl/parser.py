@@ -6,6 +6,7 @@ import contextlib
 import functools
 import hashlib
 import os
+import re
 import sys
 import tempfile
 from importlib import resources
@@ -34,11 +35,12 @@ _CLOSERS = {";", "}", ")", "]", ",", ">"}
 
 
 def _grammar_text() -> str:
-    try:
-        return resources.files("ppl.grammars").joinpath(_GRAMMAR_FILE).read_text()
-    except (ModuleNotFoundError, FileNotFoundError):
-        # running from a source tree that is not installed
-        return (Path(__file__).resolve().parent.parent / "grammars" / _GRAMMAR_FILE).read_text()
+    # the source tree's grammar first: an editable install elsewhere maps ppl.grammars to its
+    # own checkout, which must not shadow the grammar next to this file
+    local = Path(__file__).resolve().parent.parent / "grammars" / _GRAMMAR_FILE
+    if local.is_file():
+        return local.read_text()
+    return resources.files("ppl.grammars").joinpath(_GRAMMAR_FILE).read_text()
 
 
 _LARK_OPTIONS = {"parser": "lalr", "propagate_positions": True, "maybe_placeholders": True}
@@ -147,6 +149,42 @@ class _Builder(Transformer):
             setattr(prog, name, body)
         prog.parameters = hyper + prog.parameters
         return prog
+
+    def functions_block(self, meta, c):
+        return "functions", list(c)
+
+    def fun_def(self, meta, c):
+        return_type, name, *rest = c
+        body = rest[-1]
+        args = [a for a in rest[:-1] if a is not None]
+        return ast.FunctionDef(_tok_pos(name), str(name), return_type, args, body)
+
+    def fun_block(self, meta, c):
+        return ast.Block(_pos(meta), list(c))
+
+    def fun_forward(self, meta, c):
+        return None
+
+    def fun_arg(self, meta, c):
+        data_q, type_text, name = c
+        return ast.FunArg(str(name), type_text, data_q is not None)
+
+    def fun_void(self, meta, c):
+        return "void"
+
+    def fun_array(self, meta, c):
+        commas = "".join(str(x) for x in c[:-1] if x is not None)
+        return f"array[{commas}] {c[-1]}"
+
+    def fun_plain(self, meta, c):
+        return c[0]
+
+    def fun_old_array(self, meta, c):
+        commas = "".join(str(x) for x in c[1:] if x is not None)
+        return f"array[{commas}] {c[0]}"
+
+    def fun_base(self, meta, c):
+        return str(c[0])
 
     def data_block(self, meta, c):
         return "data", list(c)
@@ -270,6 +308,12 @@ class _Builder(Transformer):
     def print_args(self, meta, c):
         return [ast.Str(_tok_pos(a), str(a)[1:-1]) if isinstance(a, lark.Token) else a for a in c]
 
+    def return_stmt(self, meta, c):
+        return ast.Return(_pos(meta), c[0])
+
+    def profile_stmt(self, meta, c):
+        return ast.Block(_pos(meta), list(c[1:]))  # a profile block is a plain block here
+
     def break_stmt(self, meta, c):
         return ast.Break(_pos(meta))
 
@@ -385,6 +429,54 @@ def format_location(filename: str, source: str, line: int, col: int, message: st
     return f"{filename}:{line}:{col}: {message}\n    {text}\n    {caret}"
 
 
+# Stan constructs ppl does not parse, recognised in the statement where the parser stopped, so
+# that the error names the feature instead of an unexpected token.
+_UNSUPPORTED = [
+    (re.compile(r"\btuple\s*\("), "tuples are not supported"),
+    (
+        re.compile(r"\bcomplex(_vector|_row_vector|_matrix)?\b"),
+        "complex numbers are not supported",
+    ),
+    (
+        re.compile(r"(?<![A-Za-z_.])(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?i\b"),
+        "complex numbers (imaginary literals such as 2i) are not supported",
+    ),
+    (
+        re.compile(r"(\b[A-Za-z_][A-Za-z0-9_]*|[)\]])\.\d"),
+        "tuples are not supported (x.1 indexes a tuple)",
+    ),
+    (re.compile(r"\\"), "the left-division operator '\\' is not supported; use mdivide_left"),
+    (re.compile(r"\btarget\s*\(\s*\)"), "target() is not supported"),
+    (re.compile(r"\bjacobian\s*\+="), "`jacobian +=` is not supported"),
+]
+
+
+def _statement_before(source: str, line: int, col: int) -> str:
+    """The text of the statement the parser stopped in, up to and including the error line."""
+    lines = source.splitlines()
+    offset = sum(len(x) + 1 for x in lines[: max(line - 1, 0)]) + max(col - 1, 0)
+    end = source.find("\n", offset)
+    end = len(source) if end < 0 else end
+    start = max(source.rfind(c, 0, offset) for c in ";{}") + 1
+    return source[start:end]
+
+
+def _unsupported_feature(source: str, line: int, col: int) -> str | None:
+    text = _statement_before(source, line, col)
+    text = re.sub(r'"[^"\n]*"', '""', text)  # not inside strings
+    for pattern, message in _UNSUPPORTED:
+        if pattern.search(text):
+            return message
+    return None
+
+
+def _syntax_error(filename: str, source: str, line: int, col: int, msg: str) -> ModelSyntaxError:
+    feature = _unsupported_feature(source, line, col)
+    if feature is not None:
+        msg = f"{feature} ({msg})"
+    return ModelSyntaxError(format_location(filename, source, line, col, msg))
+
+
 def parse(source: str, filename: str = "<model>") -> ast.Program:
     """Parse model text; raises ModelSyntaxError with file:line:col, the line and a caret."""
     try:
@@ -394,7 +486,7 @@ def parse(source: str, filename: str = "<model>") -> ast.Program:
         msg = f"syntax error: unexpected character {char!r}"
         if e.allowed:
             msg += f"; expected {_describe_expected(set(e.allowed))}"
-        raise ModelSyntaxError(format_location(filename, source, e.line, e.column, msg)) from None
+        raise _syntax_error(filename, source, e.line, e.column, msg) from None
     except lark.exceptions.UnexpectedToken as e:
         tok = e.token
         if tok.type == "$END":
@@ -405,7 +497,7 @@ def parse(source: str, filename: str = "<model>") -> ast.Program:
         msg = f"syntax error: unexpected {what}; expected {_describe_expected(set(e.expected))}"
         if "model" in what and tok.type != "$END":
             msg += " (blocks must come in Stan's order and 'model' is required)"
-        raise ModelSyntaxError(format_location(filename, source, line, col, msg)) from None
+        raise _syntax_error(filename, source, line, col, msg) from None
     except lark.exceptions.UnexpectedEOF as e:
         lines = source.splitlines() or [""]
         msg = (

@@ -15,6 +15,7 @@ from ppl.compiler import CompiledModel
 from ppl.diagnostics import GOOD, USABLE, check_fit
 from ppl.errors import FitError, ModelError, PplError
 from ppl.families.choice import choose_families, family_of
+from ppl.families.composite import MixedFamily, blocks_of
 from ppl.inference.result import VIResult
 
 
@@ -29,9 +30,6 @@ FULL_RANK_MAX_DIM = 100
 #: ... and a low-rank-plus-diagonal one above that, up to this many (its result is kept as a
 #: dense Cholesky factor for the draws and the PSIS check).
 LOW_RANK_MAX_DIM = 1000
-
-#: The methods whose fit is one stochastic loop, so --checkpoint can save and resume it.
-CHECKPOINTED = ("advi", "meanfield", "fullrank", "dsvi")
 
 METHODS = {
     "auto": "sgvb",
@@ -90,7 +88,8 @@ def fit(
     `rank` (full | diag), `dof` (a Student-t standard distribution) and `schedule` are DSVI's;
     so is `stream` (from build_streamed: minibatches from a file read in chunks). `monitor` sees
     q's unconstrained mean at every ELBO evaluation (ADVI and DSVI). `checkpoint`
-    (ppl.checkpoint.Checkpointer) saves and resumes the fit loop of ADVI and DSVI.
+    (ppl.checkpoint.Checkpointer) saves and resumes the stochastic loops of every method (not
+    auto's default road, which has none).
     `partitions` (from build_distributed): DSVI's minibatches drawn on Dask workers.
     """
     if method not in METHODS:
@@ -121,10 +120,12 @@ def fit(
     given = [f"--{k.replace('dof', 'student-t')}" for k, v in dsvi_options.items() if v is not None]
     if given and method != "dsvi":
         raise ModelError(f"{', '.join(given)}: DSVI's option(s); use them with --method dsvi")
-    if checkpoint is not None and method not in CHECKPOINTED:
+    deterministic = method == "auto" and optimizer is None and refine_draws > 0 and not binary
+    if checkpoint is not None and deterministic:
         raise ModelError(
-            f"--checkpoint/--resume: method '{method}' runs several stages; checkpoints work "
-            f"with --method {', '.join(CHECKPOINTED)} (one stochastic loop)"
+            "--checkpoint/--resume: method 'auto' takes its deterministic road here, which has no "
+            "stochastic loop to checkpoint; checkpoints work with --method advi, fullrank, bbvi "
+            "or dsvi, or auto with --optimizer or --no-polish"
         )
     chosen = choose_families(model, method, families)
     vi_method = METHODS[method]
@@ -136,7 +137,7 @@ def fit(
         vi = _fit_bbvi(
             model, chosen, init, rng, max_iter=iterations, tol_rel_obj=tol_rel_obj,
             eta=eta, grad_samples=grad_samples or 100, estimator=estimator,
-            optimizer=optimizer or "stan", progress=progress, batch=batch,
+            optimizer=optimizer or "stan", progress=progress, batch=batch, checkpoint=checkpoint,
         )  # fmt: skip
     elif vi_method == "dsvi":
         from ppl.inference.dsvi import closed_forms, fit_dsvi
@@ -179,14 +180,13 @@ def fit(
         vi = _fit_mixed(
             model, chosen, init, rng, max_iter=iterations, tol_rel_obj=tol_rel_obj, eta=eta,
             grad_samples=grad_samples or 100, optimizer=optimizer or "stan", progress=progress,
+            checkpoint=checkpoint,
         )  # fmt: skip
         vi_method = "mixed"
-    elif method == "auto" and optimizer is None and refine_draws > 0:
+    elif deterministic:
         from ppl.inference.auto import fit_auto
-        from ppl.inference.sgvb import Block
 
-        blocks = [Block(lat.name, chosen[lat.name], lat.offset, lat.size)
-                  for lat in model.latents if lat.size]  # fmt: skip
+        blocks = blocks_of(model, chosen)
         vi = fit_auto(model.log_joint, blocks, model.dim, init, rng,
                       seed=int(rng.integers(2**31)), progress=progress)  # fmt: skip
         vi_method = "auto"
@@ -194,7 +194,7 @@ def fit(
         vi, refine_info = _fit_sgvb(
             model, chosen, init, rng, max_iter=iterations, tol_rel_obj=tol_rel_obj,
             grad_samples=grad_samples or 10, elbo_samples=elbo_samples, optimizer=optimizer,
-            polish_fit=refine_draws > 0, progress=progress,
+            polish_fit=refine_draws > 0, progress=progress, checkpoint=checkpoint,
         )  # fmt: skip
         vi_method = "sgvb"
     else:
@@ -224,8 +224,8 @@ def fit(
                 model.log_joint, vi, init, draws=refine_draws, seed=int(rng.integers(2**31))
             )
     seconds = time.perf_counter() - start
-    if checkpoint is not None and checkpoint.resume is not None:
-        seconds += checkpoint.resume["state"]["loop"].seconds  # before the interruption
+    if checkpoint is not None:
+        seconds += checkpoint.elapsed_before  # before the interruption
     if vi_method == "dsvi":
         chosen = {lat.name: "point estimate (type-II ML)" if lat.hyper else f"{vi.label} (DSVI)"
                   for lat in model.latents}  # fmt: skip
@@ -265,6 +265,10 @@ def _result(model, vi, vi_method, chosen, log_joint, rng, *, draws, seed, second
     zeta, diagnostics = checked or _checked(vi, log_joint, rng, draws)
     values = model.constrained_draws(zeta, rng)
     for name, arr in values.items():
+        symbol = model.checked.symbols.get(name)
+        declared_int = symbol is not None and symbol.stype.base == "int"
+        if declared_int and arr.dtype.kind == "f" and np.isfinite(arr).all():
+            values[name] = arr = arr.astype(np.int64)  # integers in the output, as declared
         if np.issubdtype(arr.dtype, np.floating) and not np.all(np.isfinite(arr)):
             bad = int(np.sum(~np.isfinite(arr).reshape(arr.shape[0], -1).all(axis=1)))
             vi.warnings.append(f"{bad} of {draws} draws of '{name}' are not finite")
@@ -404,7 +408,8 @@ def _full_rank_if_better(first: FitResult, **options) -> FitResult:
     return first
 
 
-def _fit_sgvb(model, chosen, init, rng, *, polish_fit, optimizer, progress, **options):
+def _fit_sgvb(model, chosen, init, rng, *, polish_fit, optimizer, progress, checkpoint,
+              **options):  # fmt: skip
     """Gamma SGVB warm-started from mean-field ADVI (moment-matched), then refined.
 
     ADVI with its deterministic polish puts every latent near its optimum on the log scale; the
@@ -416,13 +421,10 @@ def _fit_sgvb(model, chosen, init, rng, *, polish_fit, optimizer, progress, **op
     """
     from ppl.inference.advi import fit_advi
     from ppl.inference.refine import polish
-    from ppl.inference.sgvb import Block, MixedFamily, fit_sgvb, refine_warm_start
+    from ppl.inference.sgvb import fit_sgvb, refine_warm_start
 
     advi_options = {k: options[k] for k in ("tol_rel_obj", "elbo_samples") if k in options}
-    blocks = [
-        Block(lat.name, chosen[lat.name], lat.offset, lat.size) for lat in model.latents if lat.size
-    ]
-    family = MixedFamily(blocks, model.dim)
+    family = MixedFamily(blocks_of(model, chosen), model.dim)
     warm, failure = None, None
     try:
         warm = fit_advi(
@@ -433,6 +435,7 @@ def _fit_sgvb(model, chosen, init, rng, *, polish_fit, optimizer, progress, **op
             init=init,
             seed=int(rng.integers(2**31)),
             progress=progress,
+            checkpoint=checkpoint,
             **advi_options,
         )
     except FitError as exc:
@@ -457,6 +460,8 @@ def _fit_sgvb(model, chosen, init, rng, *, polish_fit, optimizer, progress, **op
                 polish=False,
                 optimizer=optimizer or "adam",
                 theta0=theta0,
+                progress=progress,
+                checkpoint=checkpoint,
                 **options,
             )
         if polish_fit:
@@ -524,37 +529,28 @@ def _fit_bbvi(model, chosen, init, rng, *, batch, estimator, grad_samples, **opt
     Gamma blocks start from a Gaussian fit, moment-matched (see _fit_mixed); `batch` subsamples
     the data rows (ppl.inference.subsample).
     """
-    from ppl.inference.bbvi import (
-        ScoreFamily,
-        ScoreObjective,
-        chain,
-        fit_stochastic,
-        log_joint_terms,
-    )
-    from ppl.inference.sgvb import Block
-
-    def family_for(families):
-        blocks = [Block(lat.name, families[lat.name], lat.offset, lat.size)
-                  for lat in model.latents if lat.size]  # fmt: skip
-        return ScoreFamily(blocks, model.dim)
+    from ppl.inference.bbvi import ScoreObjective, chain, fit_stochastic
+    from ppl.inference.estimators import log_joint_terms
 
     gaussian = {name: ("gaussian" if fam == "gamma" else fam) for name, fam in chosen.items()}
-    family = family_for(gaussian)
+    family = MixedFamily(blocks_of(model, gaussian), model.dim)
     theta0 = family.initial(init)
     if batch:
         from ppl.inference.subsample import Batches, SubsampledScoreObjective
 
         if estimator != "rb+cv":
             raise ModelError("--batch works with the rb+cv estimator only")
-        objective = SubsampledScoreObjective(family, Batches(model, batch, rng), grad_samples,
-                                             theta0)  # fmt: skip
+        batches = Batches(model, batch, rng)
+        objective = SubsampledScoreObjective(family, batches, grad_samples, theta0)
+        if options.get("checkpoint") is not None:
+            options["checkpoint"].extras["batches"] = batches
     else:
-        terms = log_joint_terms(model, family.sample(theta0, rng, 2), rng)
+        terms = log_joint_terms(model, family.rvs(theta0, rng, 2), rng)
         objective = ScoreObjective(family, terms, estimator, grad_samples)
     result = fit_stochastic(objective, theta0, seed=int(rng.integers(2**31)), **options)
     if gaussian != chosen:
-        gamma = family_for(chosen)
-        theta0 = gamma.from_gaussian(family, result.theta)
+        gamma = MixedFamily(blocks_of(model, chosen), model.dim)
+        theta0 = gamma.moved_from(family, result.theta)
         if batch:
             objective = SubsampledScoreObjective(gamma, objective.batches, grad_samples, theta0,
                                                  like=objective)  # fmt: skip

@@ -4,7 +4,8 @@ from the files `ppl fit --output DIR` wrote, so that a fit can be looked at afte
 A reference (a posteriordb `reference.json`, whose `parameters` map element names to summary
 statistics, or a file with `mean` and `sd` maps, like models/logistic_regression's NUTS
 reference) is drawn over the marginals: its normal approximation and its 5% / 95% quantiles.
-matplotlib is an optional dependency (`pip install 'ppl[plot]'`).
+matplotlib is an optional dependency (`pip install matplotlib`; from a checkout of ppl,
+`pip install '.[plot]'` -- not `'ppl[plot]'`: `ppl` on PyPI is another project).
 """
 
 from __future__ import annotations
@@ -67,6 +68,23 @@ def _read_reference(path: str) -> dict[str, tuple[float, float, float | None, fl
     return out
 
 
+_ELEMENT = re.compile(r"([A-Za-z][A-Za-z0-9_]*)(\[[0-9,]+\])?")
+#: draws.csv's columns that are not Stan variables (CmdStan's and --psis's)
+_NOT_VARIABLES = {"lp__", "log_p__", "log_g__", "psis_log_weight"}
+
+
+def _variables(names: list[str]) -> dict[str, list[int]]:
+    """Stan variable -> its columns in draws.csv: parameters, transformed parameters and
+    generated quantities alike. Only identifiers name a PNG, so a crafted header cannot send
+    a file outside the directory."""
+    out: dict[str, list[int]] = {}
+    for j, name in enumerate(names):
+        m = _ELEMENT.fullmatch(name)
+        if m and name not in _NOT_VARIABLES:
+            out.setdefault(m.group(1), []).append(j)
+    return out
+
+
 def _save(fig, path: Path) -> None:
     """Whole or not at all: render to a temporary file beside it, then rename."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".png")
@@ -87,7 +105,8 @@ def plot_fit(directory: str, reference: str | None = None) -> list[Path]:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise PplError("ppl plot needs matplotlib: pip install 'ppl[plot]'") from None
+        raise PplError("ppl plot needs matplotlib: pip install matplotlib (or, in ppl's "
+                       "source tree, pip install '.[plot]')") from None
     out = Path(directory)
     info, elbo, names, draws = _read_outputs(out)
     ref = _read_reference(reference) if reference else {}
@@ -115,13 +134,9 @@ def plot_fit(directory: str, reference: str | None = None) -> list[Path]:
     if names and names[-1] == "psis_log_weight":
         lw = draws[:, -1]
         weights = np.exp(lw - lw.max())
-    for parameter, family in info.get("families", {}).items():
-        columns = [
-            j for j, n in enumerate(names)
-            if n == parameter or re.fullmatch(rf"{re.escape(parameter)}\[[0-9,]+\]", n)
-        ]  # fmt: skip
-        if not columns:
-            continue
+    families = info.get("families", {}) if isinstance(info.get("families"), dict) else {}
+    for variable, columns in _variables(names).items():
+        family = families.get(variable, "a function of the parameters (draws through the model)")
         shown = columns[:MAX_PANELS]
         ncol = min(4, len(shown))
         nrow = math.ceil(len(shown) / ncol)
@@ -146,9 +161,9 @@ def plot_fit(directory: str, reference: str | None = None) -> list[Path]:
             ax.axis("off")
         axes.ravel()[0].legend(fontsize=7)
         more = f" (first {MAX_PANELS} of {len(columns)})" if len(columns) > len(shown) else ""
-        fig.suptitle(f"{parameter}: {family}{more}", fontsize=10)
+        fig.suptitle(f"{variable}: {family}{more}", fontsize=10)
         fig.tight_layout()
-        path = out / f"{parameter}.png"
+        path = out / f"{variable}.png"
         _save(fig, path)
         plt.close(fig)
         written.append(path)

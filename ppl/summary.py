@@ -6,7 +6,9 @@ import itertools
 
 import numpy as np
 
-SUMMARY_HEADER = ["parameter", "mean", "sd", "q5", "q50", "q95"]
+#: mcse: the Monte Carlo standard error of the mean; q's draws are independent, so sd / sqrt(n)
+#: (importance-weighted: the self-normalised estimator's, sqrt(sum w^2 (x - mean)^2)).
+SUMMARY_HEADER = ["parameter", "mean", "mcse", "sd", "q5", "q50", "q95"]
 
 
 def scalar_names(name: str, shape: tuple[int, ...]) -> list[str]:
@@ -48,33 +50,32 @@ def _weighted_quantiles(matrix: np.ndarray, weights: np.ndarray, probs) -> np.nd
 
 def summarise(
     draws: dict[str, np.ndarray], log_weights: np.ndarray | None = None
-) -> list[tuple[str, float, float, float, float, float]]:
-    """Mean, sd and quantiles of every scalar; importance-weighted when `log_weights` (PSIS)."""
+) -> list[tuple[str, float, float, float, float, float, float]]:
+    """Mean, its MCSE, sd and quantiles of every scalar; importance-weighted when `log_weights`
+    (PSIS)."""
     names, matrix = flatten_draws(draws)
     if not names:
         return []
+    n = matrix.shape[0]
     if log_weights is not None:
         w = np.exp(log_weights - np.max(log_weights))
         w /= w.sum()
         mean = w @ matrix
         sd = np.sqrt(np.maximum(w @ (matrix - mean) ** 2, 0.0))
+        mcse = np.sqrt(np.maximum(w**2 @ (matrix - mean) ** 2, 0.0))
         q5, q50, q95 = _weighted_quantiles(matrix, w, [0.05, 0.5, 0.95])
-        return [
-            (n, *map(float, row))
-            for n, row in zip(names, zip(mean, sd, q5, q50, q95, strict=True), strict=True)
-        ]
-    mean = matrix.mean(axis=0)
-    sd = matrix.std(axis=0, ddof=1) if matrix.shape[0] > 1 else np.zeros(len(names))
-    q5, q50, q95 = np.quantile(matrix, [0.05, 0.5, 0.95], axis=0)
-    return [
-        (n, *map(float, row))
-        for n, row in zip(names, zip(mean, sd, q5, q50, q95, strict=True), strict=True)
-    ]
+    else:
+        mean = matrix.mean(axis=0)
+        sd = matrix.std(axis=0, ddof=1) if n > 1 else np.zeros(len(names))
+        mcse = sd / np.sqrt(n)
+        q5, q50, q95 = np.quantile(matrix, [0.05, 0.5, 0.95], axis=0)
+    columns = zip(mean, mcse, sd, q5, q50, q95, strict=True)
+    return [(name, *map(float, row)) for name, row in zip(names, columns, strict=True)]
 
 
 def format_table(rows, max_rows: int = 60) -> str:
     """A fixed-width table for the terminal; long tables are cut with a note."""
-    header = f"{'parameter':<24}{'mean':>12}{'sd':>12}{'q5':>12}{'q50':>12}{'q95':>12}"
+    header = f"{'parameter':<24}" + "".join(f"{h:>12}" for h in SUMMARY_HEADER[1:])
     lines = [header, "-" * len(header)]
     for row in rows[:max_rows]:
         name = row[0] if len(row[0]) <= 23 else row[0][:22] + "…"

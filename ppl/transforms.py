@@ -35,6 +35,8 @@ __all__ = [
     "Simplex",
     "Ordered",
     "PositiveOrdered",
+    "UnitVector",
+    "SumToZero",
     "CholeskyFactorCorr",
     "CholeskyFactorCov",
     "CovMatrix",
@@ -463,6 +465,75 @@ class PositiveOrdered(Transform):
         return bool(np.all(np.diff(x, axis=-1, prepend=0.0) > -tol))
 
 
+class UnitVector(Transform):
+    """``unit_vector[K]``: x = u / |u|, with -|u|^2 / 2 in place of a log-Jacobian.
+
+    The map is not a bijection (every ray goes to one point); Stan adds the standard normal
+    log kernel of u so that the density on u is proper, and the induced x is uniform on the
+    sphere under that term alone. ``inverse`` returns x itself (a point of unit norm).
+    """
+
+    kind = "unit_vector"
+    support = "unit_vector"
+    core_ndim = 1
+
+    def _forward(self, u: Array) -> tuple[Array, Array]:
+        r2 = anp.sum(u * u, axis=-1)
+        return u / anp.sqrt(r2)[..., None], -0.5 * r2
+
+    def inverse(self, x: Array) -> np.ndarray:
+        return np.asarray(x, dtype=float)
+
+    def in_support(self, x: Array, tol: float = 1e-8) -> bool:
+        x = np.asarray(x, dtype=float)
+        return bool(np.all(np.abs(np.sum(x * x, axis=-1) - 1.0) <= tol))
+
+
+@cache
+def _zero_sum_basis(n: int) -> np.ndarray:
+    """The (n + 1) x n orthonormal basis of sum-to-zero vectors Stan uses (pivot coordinates of
+    the isometric log-ratio transform): column j (1-based) is (1, ..., 1, -j, 0, ...) / sqrt(j(j+1))
+    with j ones."""
+    h = np.zeros((n + 1, n))
+    for j in range(1, n + 1):
+        h[:j, j - 1] = 1.0
+        h[j, j - 1] = -float(j)
+        h[:, j - 1] /= math.sqrt(j * (j + 1))
+    h.flags.writeable = False
+    return h
+
+
+class SumToZero(Transform):
+    """``sum_to_zero_vector[K]``: x = H u with H the orthonormal basis of the sum-zero subspace.
+
+    Linear, so the log-Jacobian is a constant, which Stan leaves out (0 here too); every x_k
+    then has the same marginal variance under a symmetric prior on u.
+    """
+
+    kind = "sum_to_zero_vector"
+    support = "sum_to_zero_vector"
+    core_ndim = 1
+
+    def unconstrained_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(shape[:-1]) + (shape[-1] - 1,)
+
+    def constrained_shape(self, ushape: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(ushape[:-1]) + (ushape[-1] + 1,)
+
+    def _forward(self, u: Array) -> tuple[Array, Array]:
+        n = anp.shape(u)[-1]
+        x = anp.matmul(u, _zero_sum_basis(n).T)
+        return x, anp.zeros(anp.shape(u)[:-1])
+
+    def inverse(self, x: Array) -> np.ndarray:
+        x = np.asarray(x, dtype=float)
+        return x @ _zero_sum_basis(x.shape[-1] - 1)
+
+    def in_support(self, x: Array, tol: float = 1e-8) -> bool:
+        x = np.asarray(x, dtype=float)
+        return bool(np.all(np.abs(np.sum(x, axis=-1)) <= tol))
+
+
 # --------------------------------------------------------------------------- matrix transforms
 
 
@@ -537,6 +608,12 @@ class CholeskyFactorCov(_MatrixTransform):
         if rows < cols:
             raise ValueError("cholesky_factor_cov[M, N] needs M >= N")
         return cols * (cols + 1) // 2 + (rows - cols) * cols
+
+    def unconstrained_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """Also fixes the factor's M x N shape, which the unconstrained length cannot tell."""
+        if self.shape is None and shape[-2] != shape[-1]:
+            self.shape = (int(shape[-2]), int(shape[-1]))
+        return super().unconstrained_shape(shape)
 
     def _dims(self, m: int) -> tuple[int, int]:
         if self.shape is not None:
@@ -664,6 +741,8 @@ TRANSFORM_KINDS = (
     "simplex",
     "ordered",
     "positive_ordered",
+    "unit_vector",
+    "sum_to_zero_vector",
     "cholesky_factor_corr",
     "cholesky_factor_cov",
     "cov_matrix",
@@ -674,6 +753,8 @@ _SIMPLE = {
     "simplex": Simplex,
     "ordered": Ordered,
     "positive_ordered": PositiveOrdered,
+    "unit_vector": UnitVector,
+    "sum_to_zero_vector": SumToZero,
     "cholesky_factor_corr": CholeskyFactorCorr,
     "cov_matrix": CovMatrix,
     "corr_matrix": CorrMatrix,

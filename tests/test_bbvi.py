@@ -11,8 +11,9 @@ from scipy.stats import norm
 
 from ppl.checker import check
 from ppl.compiler import CompiledModel
-from ppl.inference.bbvi import ScoreFamily, score_gradient, setup_bbvi
-from ppl.inference.sgvb import Block
+from ppl.families.composite import Block, MixedFamily
+from ppl.inference.bbvi import setup_bbvi
+from ppl.inference.estimators import score_gradient
 from ppl.parser import parse
 from ppl.pipeline import fit
 
@@ -39,7 +40,7 @@ COUPLED_DATA = {"y": 1.7, "k": 3}
 
 
 def _exact_elbo(theta):
-    """ELBO of q = Bernoulli(z) N(mu) Gamma(lambda) for COUPLED, in ScoreFamily's layout."""
+    """ELBO of q = Bernoulli(z) N(mu) Gamma(lambda) for COUPLED, in the composite's layout."""
     y, k = COUPLED_DATA["y"], COUPLED_DATA["k"]
     p = 1 / (1 + anp.exp(-theta[0]))
     m, s = theta[1], anp.exp(theta[2])
@@ -71,7 +72,7 @@ def test_gradient_estimators_are_unbiased(estimator):
     reps = np.array(
         [
             score_gradient(family, theta, zeta, *terms(zeta), estimator)
-            for zeta in (family.sample(theta, rng, 20) for _ in range(1500))
+            for zeta in (family.rvs(theta, rng, 20) for _ in range(1500))
         ]
     )
     mean = reps.mean(axis=0)
@@ -83,7 +84,7 @@ def test_gradient_estimators_are_unbiased(estimator):
 def test_rao_blackwellisation_and_control_variates_lower_the_variance():
     _, family, terms, theta = _coupled_setup()
     rng = np.random.default_rng(5)
-    draws = [family.sample(theta, rng, 20) for _ in range(400)]
+    draws = [family.rvs(theta, rng, 20) for _ in range(400)]
     variance = {
         est: np.array([score_gradient(family, theta, z, *terms(z), est) for z in draws]).var(0)
         for est in ("naive", "rb", "rb+cv")
@@ -167,17 +168,17 @@ def test_score_family_scores_are_gradients_of_log_q():
         Block("m", "gamma", 2, 2),
         Block("b", "bernoulli", 4, 1),
     ]
-    family = ScoreFamily(blocks, 5)
+    family = MixedFamily(blocks, 5)
     rng = np.random.default_rng(0)
     theta = rng.normal(size=family.size)
-    zeta = family.sample(theta, rng, 3)
+    zeta = family.rvs(theta, rng, 3)
     h = 1e-6
     numeric = np.empty((3, family.size))
     for p in range(family.size):
         up, down = theta.copy(), theta.copy()
         up[p] += h
         down[p] -= h
-        diff = family.log_q(up, zeta).sum(1) - family.log_q(down, zeta).sum(1)
+        diff = family.log_q_terms(up, zeta).sum(1) - family.log_q_terms(down, zeta).sum(1)
         numeric[:, p] = diff / (2 * h)
     assert np.allclose(family.score(theta, zeta), numeric, rtol=1e-5, atol=1e-6)
 
@@ -252,9 +253,9 @@ def test_subsampled_gradient_is_unbiased():
     N, B = 6, 2
     y = np.array([0.5, -1.0, 2.0, 0.3, 1.1, -0.4])
     model = _model(ROWS, {"N": N, "y": y})
-    family = ScoreFamily([Block("mu", "gaussian", 0, 1), Block("x", "gaussian", 1, N)], 1 + N)
+    family = MixedFamily([Block("mu", "gaussian", 0, 1), Block("x", "gaussian", 1, N)], 1 + N)
     rng = np.random.default_rng(3)
-    # ScoreFamily's layout: per block, its means then its log sds
+    # the composite family's layout: per block, its means then its log sds
     theta = np.array([0.3, np.log(0.8), *rng.normal(size=N), *np.log(rng.uniform(0.5, 1, N))])
 
     def elbo(t):

@@ -1,5 +1,6 @@
 """--checkpoint / --resume: a fit stopped by a signal writes its state, and resuming it gives the
-uninterrupted run's result bit for bit (ppl.checkpoint, the loop in ppl.inference.advi)."""
+uninterrupted run's result bit for bit, for every stochastic method (ppl.checkpoint, the loop in
+ppl.inference.loop)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from ppl.build import build, build_streamed
 from ppl.checkpoint import Checkpointer, Interrupted, load, write_atomic
 from ppl.errors import ModelError
 from ppl.pipeline import fit
+from tests.test_bbvi import COUPLED, COUPLED_DATA, _model
 from tests.test_cli import NONCENTERED, SCHOOLS_JSON, run_main
 from tests.test_stream import _write
 
@@ -67,20 +69,23 @@ def test_a_signal_writes_a_checkpoint_and_resuming_gives_the_uninterrupted_fit(t
     assert a["gradient_evaluations"] == b["gradient_evaluations"]
 
 
-def _interrupt_at(checkpointer, iteration):
+def _interrupt_at(checkpointer, iteration, stage=0):
+    """At `iteration` of the fit's loop number `stage` (from 0), ask it to stop."""
+
     def progress(k, elbo):
-        if k == iteration:
+        if k == iteration and checkpointer.stages == stage + 1:
             checkpointer.stop_signal = signal.SIGINT  # what the handler does on Ctrl-C
 
     return progress
 
 
-def _stop_and_resume(tmp_path, make_model, method, at, **options):
+def _stop_and_resume(tmp_path, make_model, method, at, stage=0, **options):
     whole = fit(make_model(), method, **options)
     path = tmp_path / f"{method}.ckpt"
     first = Checkpointer(path, every=37)
     with pytest.raises(Interrupted):
-        fit(make_model(), method, checkpoint=first, progress=_interrupt_at(first, at), **options)
+        fit(make_model(), method, checkpoint=first, progress=_interrupt_at(first, at, stage),
+            **options)  # fmt: skip
     again = Checkpointer(path, every=37, resume=load(path, {}))
     return whole, fit(make_model(), method, checkpoint=again, **options)
 
@@ -95,6 +100,51 @@ def test_advi_resumes_exactly_polish_included(tmp_path, method):
     np.testing.assert_array_equal(resumed.vi.mean, whole.vi.mean)
     np.testing.assert_array_equal(resumed.vi.scale_tril, whole.vi.scale_tril)
     assert resumed.vi.iterations == whole.vi.iterations and resumed.vi.warnings == whole.vi.warnings
+
+
+def _same_fit(whole, resumed):
+    """The same q, trace, counters, warnings and draws."""
+    a, b = whole.vi, resumed.vi
+    for name in ("mean", "scale_tril", "theta"):
+        if hasattr(a, name):
+            np.testing.assert_array_equal(getattr(b, name), getattr(a, name))
+    assert b.elbo_trace == a.elbo_trace and b.elbo == a.elbo
+    assert (b.iterations, b.grad_evals, b.converged) == (a.iterations, a.grad_evals, a.converged)
+    assert b.warnings == a.warnings
+    for name in whole.draws:
+        np.testing.assert_array_equal(resumed.draws[name], whole.draws[name])
+
+
+@pytest.mark.parametrize(
+    ("method", "stage", "options"),
+    [
+        ("dsvi", 0, {"rank": "diag"}),
+        # eight schools' tau is positive: BBVI fits a Gaussian phase, then the gamma one
+        # moment-matched from it; interrupted in either
+        ("bbvi", 0, {}),
+        ("bbvi", 1, {}),
+        # the SGVB road: ADVI's warm start (stage 0), its polish, then Adam (stage 1)
+        ("auto", 1, {"optimizer": "adam", "refine_draws": 0}),
+        ("auto", 1, {"optimizer": "adam"}),
+    ],
+)
+def test_every_stochastic_method_resumes_exactly(tmp_path, method, stage, options):
+    """Interrupted in its first loop or in a later one, the fit resumes to the uninterrupted
+    result bit for bit."""
+    whole, resumed = _stop_and_resume(
+        tmp_path, lambda: build(NONCENTERED, [SCHOOLS_JSON]), method, 150, stage, seed=2,
+        iterations=600, tol_rel_obj=1e-4, draws=100, **options,
+    )  # fmt: skip
+    _same_fit(whole, resumed)
+
+
+def test_binary_latents_mixed_fit_resumes_exactly(tmp_path):
+    """auto with a binary latent: one stochastic loop, pathwise and score function together."""
+    whole, resumed = _stop_and_resume(
+        tmp_path, lambda: _model(COUPLED, COUPLED_DATA), "auto", 120, seed=1, iterations=600,
+        tol_rel_obj=1e-4, draws=100,
+    )  # fmt: skip
+    _same_fit(whole, resumed)
 
 
 def test_stream_resumes_exactly_mid_pass(tmp_path):
@@ -124,12 +174,12 @@ def test_resume_refuses_another_fit_and_unreadable_files(tmp_path):
     assert rc == 2 and "no such checkpoint file" in err
 
 
-def test_checkpoints_need_a_single_loop_method(tmp_path):
+def test_auto_default_road_has_no_loop_to_checkpoint(tmp_path):
     model, csv, _, _ = _write(tmp_path, n=100)
     rc, _, err = run_main(["fit", model, csv, "--checkpoint", str(tmp_path / "c")])
-    assert rc == 2 and "method 'auto' runs several stages" in err
+    assert rc == 2 and "deterministic road" in err and "--optimizer or --no-polish" in err
     with pytest.raises(ModelError, match="checkpoints work with --method advi"):
-        fit(build(model, [csv]), "bbvi", checkpoint=Checkpointer(tmp_path / "c"))
+        fit(build(model, [csv]), "auto", checkpoint=Checkpointer(tmp_path / "c"))
 
 
 def test_write_atomic_leaves_the_old_file_when_the_write_fails(tmp_path, monkeypatch):

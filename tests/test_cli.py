@@ -178,13 +178,14 @@ def test_fit_summary_csv(two_fits):
     dirs, _ = two_fits
     with open(dirs[0] / "summary.csv", newline="") as f:
         rows = list(csv.reader(f))
-    assert rows[0] == ["parameter", "mean", "sd", "q5", "q50", "q95"]
+    assert rows[0] == ["parameter", "mean", "mcse", "sd", "q5", "q50", "q95"]
     assert [r[0] for r in rows[1:]] == EXPECTED_ROWS
     for r in rows[1:]:
-        mean, sd, q5, q50, q95 = map(float, r[1:])
+        mean, mcse, sd, q5, q50, q95 = map(float, r[1:])
         assert sd >= 0 and q5 <= q50 <= q95
+        assert mcse == pytest.approx(sd / 1000**0.5, rel=1e-12)  # 1000 independent draws
     tau = next(r for r in rows if r[0] == "tau")
-    assert float(tau[4]) > 0  # tau has a lower bound of 0
+    assert float(tau[5]) > 0  # q5: tau has a lower bound of 0
     mu = next(r for r in rows if r[0] == "mu")
     assert -5 < float(mu[1]) < 15
 
@@ -193,7 +194,7 @@ def test_fit_draws_fit_json_elbo(two_fits):
     dirs, _ = two_fits
     with open(dirs[0] / "draws.csv", newline="") as f:
         draws = list(csv.reader(f))
-    assert draws[0] == EXPECTED_ROWS and len(draws) == 1001
+    assert draws[0] == ["lp__", "log_p__", "log_g__", *EXPECTED_ROWS] and len(draws) == 1001
     info = json.loads((dirs[0] / "fit.json").read_text())
     for key in (
         "method",
@@ -484,3 +485,54 @@ def test_regressions(name, tmp_path):
         assert rc == 0 and "data OK" in out
     else:
         assert rc == 2 and message in err
+
+
+def test_checkpoint_or_output_cannot_overwrite_an_input(tmp_path):
+    model = tmp_path / "m.model"
+    model.write_text(Path(NONCENTERED).read_text())
+    before = model.read_bytes()
+    for option in ("--checkpoint", "--output"):
+        rc, _, err = run_main(["fit", str(model), SCHOOLS_JSON, "--method", "advi", option,
+                               str(model)])  # fmt: skip
+        assert rc == 2 and "is one of the fit's inputs" in err, err
+    rc, _, err = run_main(["fit", str(model), SCHOOLS_JSON, "--method", "advi",
+                           "--checkpoint", SCHOOLS_JSON])  # fmt: skip
+    assert rc == 2 and "is one of the fit's inputs" in err
+    assert model.read_bytes() == before
+
+
+def test_outputs_appear_together_and_stale_temporaries_go(tmp_path, monkeypatch):
+    """Every file is written to a temporary first: a failure while writing the third leaves
+    the old four files as they were and no temporary behind; a temporary a killed run left is
+    removed by the next write."""
+    import ppl.output as output
+
+    out = tmp_path / "fit"
+    rc, _, err = run_main(["fit", NONCENTERED, SCHOOLS_JSON, "--quiet", "--output", str(out)])
+    assert rc == 0, err
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    (out / ".draws.csv.abc123.tmp").write_text("left by kill -9")
+    real, calls = output._temporary, []
+
+    def failing(path, text):
+        calls.append(path)
+        if len(calls) == 3:
+            raise OSError("disk full")
+        return real(path, text)
+
+    monkeypatch.setattr(output, "_temporary", failing)
+    rc, _, err = run_main(["fit", NONCENTERED, SCHOOLS_JSON, "--quiet", "--seed", "2",
+                           "--output", str(out)])  # fmt: skip
+    assert rc == 2 and "cannot write" in err and "disk full" in err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # no temporaries either
+
+
+def test_messages_escape_control_characters_and_cut_long_lines(tmp_path):
+    escape = tmp_path / "escape.model"
+    escape.write_text("parameters { real x; }\nmodel { x ~ normal(0, 1) \x1b[31mRED; }\n")
+    rc, _, err = run_main(["check", str(escape)])
+    assert rc == 2 and "\x1b" not in err and "\\x1b[31mRED" in err
+    long = tmp_path / "long.model"
+    long.write_text("parameters { real x; }\nmodel { x ~ normal(0, 1) " + "a" * 10**6 + "; }\n")
+    rc, _, err = run_main(["check", str(long)])
+    assert rc == 2 and "syntax error" in err and len(err) < 2000

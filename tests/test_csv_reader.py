@@ -108,3 +108,22 @@ def test_field_counts_name_the_row():
         CsvText("t.csv", "a,b\n1,2\n3,4\n\n5,6\n")
     with pytest.raises(DataError, match="row 12 has 3 fields, the header has 2"):
         CsvText("t.csv", "a,b\n1,2\n3,4,5\n", row0=10)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.lists(cells, min_size=2, max_size=2), min_size=1, max_size=12))
+def test_the_pandas_path_for_large_files_parses_as_float_and_int_do(rows):
+    """Large files go through pandas' C reader: the same values, dtypes and messages."""
+    pytest.importorskip("pandas")
+    rows = [[c.replace(",", "") for c in r] for r in rows]
+    text = "a,b\n" + "\n".join(",".join(r) for r in rows) + "\n"
+    original = data.PANDAS_MIN_BYTES
+    data.PANDAS_MIN_BYTES = 0
+    try:
+        table = CsvText("t.csv", text)
+        for col in range(2):
+            for want_int in (False, True):
+                fast = outcome(lambda: table._column_from_bytes(col, want_int))  # noqa: B023
+                assert fast == outcome(lambda: by_strings(table, col, want_int))  # noqa: B023
+    finally:
+        data.PANDAS_MIN_BYTES = original

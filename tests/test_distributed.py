@@ -191,4 +191,4 @@ def test_engine_options_are_checked_before_any_cluster_starts(monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)  # as if Dask were not installed
     rc, _, err = run_main(["fit", MODEL, "x.csv", "--engine", "dask", "--method", "dsvi",
                            "--batch", "10"])  # fmt: skip
-    assert rc == 2 and "pip install 'ppl[dask]'" in err
+    assert rc == 2 and "pip install '.[dask]'" in err

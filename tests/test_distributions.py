@@ -119,6 +119,59 @@ UNIVARIATE = {
         [_u(0.1, 10), _u(0.2, 50)],
         lambda n, mu, phi: stats.nbinom.logpmf(n, phi, phi / (mu + phi)),
     ),
+    "std_normal": (_u(-5, 5), [], lambda y: stats.norm.logpdf(y)),
+    "skew_normal": (
+        _u(-5, 5),
+        [_u(-1, 1), _u(0.5, 2), _u(-4, 4)],
+        lambda y, xi, om, a: stats.skewnorm.logpdf(y, a, xi, om),
+    ),
+    "von_mises": (
+        _u(-3, 3),
+        [_u(-1, 1), _u(0.1, 30)],
+        lambda y, m, k: stats.vonmises.logpdf(y, k, m),
+    ),
+    "gumbel": (_u(-5, 5), [_u(-1, 1), _u(0.5, 2)], lambda y, m, b: stats.gumbel_r.logpdf(y, m, b)),
+    "exp_mod_normal": (
+        _u(-5, 5),
+        [_u(-1, 1), _u(0.5, 2), _u(0.3, 3)],
+        lambda y, m, s, lam: stats.exponnorm.logpdf(y, 1 / (s * lam), m, s),
+    ),
+    "frechet": (
+        _u(-0.5, 5),
+        [_u(0.5, 5), _u(0.2, 3)],
+        lambda y, a, s: stats.invweibull.logpdf(y, a, scale=s),
+    ),
+    "rayleigh": (_u(-0.5, 5), [_u(0.3, 3)], lambda y, s: stats.rayleigh.logpdf(y, scale=s)),
+    "pareto_type_2": (
+        _u(-0.5, 6),
+        [_u(-0.3, 0.3), _u(0.5, 2), _u(0.5, 4)],
+        lambda y, m, lam, a: stats.lomax.logpdf(y, a, m, lam),
+    ),
+    "beta_proportion": (
+        _u(-0.2, 1.2),
+        [_u(0.1, 0.9), _u(0.5, 10)],
+        lambda y, m, k: stats.beta.logpdf(y, m * k, (1 - m) * k),
+    ),
+    "loglogistic": (
+        _u(-0.5, 5),
+        [_u(0.5, 3), _u(0.5, 4)],
+        lambda y, a, b: stats.fisk.logpdf(y, b, scale=a),
+    ),
+    "neg_binomial": (
+        _ints(0, 15),
+        [_u(0.2, 10), _u(0.1, 3)],
+        lambda n, a, b: stats.nbinom.logpmf(n, a, b / (1 + b)),
+    ),
+    "neg_binomial_2_log": (
+        _ints(0, 15),
+        [_u(-3, 3), _u(0.2, 50)],
+        lambda n, eta, phi: stats.nbinom.logpmf(n, phi, phi / (np.exp(eta) + phi)),
+    ),
+    "discrete_range": (
+        _ints(-2, 8),
+        [_ints(-1, 1), _ints(3, 6)],
+        lambda y, lo, hi: stats.randint.logpmf(y, lo, hi + 1),
+    ),
 }
 
 
@@ -131,15 +184,38 @@ def _args(name: str, seed: int = 0):
     return value, params, ref
 
 
+#: distributions whose values are vectors or matrices, or whose parameters are (GLMs, ordinal)
+VALUE_NDIM = {
+    "multi_normal": 1,
+    "multi_normal_cholesky": 1,
+    "multi_normal_prec": 1,
+    "multi_student_t": 1,
+    "multi_student_t_cholesky": 1,
+    "dirichlet": 1,
+    "multinomial": 1,
+    "multinomial_logit": 1,
+    "lkj_corr": 2,
+    "lkj_corr_cholesky": 2,
+    "wishart": 2,
+    "inv_wishart": 2,
+    "bernoulli_logit_glm": 1,
+    "poisson_log_glm": 1,
+    "neg_binomial_2_log_glm": 1,
+    "normal_id_glm": 1,
+    "categorical_logit_glm": 1,
+}
+#: tested in tests/test_distributions_stdlib.py or below
+OTHERS = {"categorical", "categorical_logit", "ordered_logistic", "ordered_probit"}
+
+
 def test_every_distribution_is_tested_and_well_formed():
-    multivariate = {"multi_normal", "multi_normal_cholesky", "dirichlet"}
-    categorical = {"categorical", "categorical_logit"}
-    assert set(DISTRIBUTIONS) == set(UNIVARIATE) | multivariate | categorical
+    assert set(DISTRIBUTIONS) == set(UNIVARIATE) | set(VALUE_NDIM) | OTHERS
     for name, d in DISTRIBUTIONS.items():
         assert d.name == name
         assert len(d.param_ndims) == len(d.params)
+        assert d.param_min_ndims is None or len(d.param_min_ndims) == len(d.params)
         assert d.support in SUPPORTS
-        assert d.value_ndim == (1 if name in multivariate else 0)
+        assert d.value_ndim == VALUE_NDIM.get(name, 0)
     assert DISTRIBUTIONS["multi_normal"].param_ndims == (1, 2)
     assert DISTRIBUTIONS["dirichlet"].param_ndims == (1,)
     assert DISTRIBUTIONS["categorical"].param_ndims == (1,)
@@ -192,6 +268,16 @@ OUT_OF_SUPPORT = [
     ("poisson", [-1, 2.5], (3.0,)),
     ("poisson_log", [-1, 2.5], (1.0,)),
     ("neg_binomial_2", [-1, 2.5], (3.0, 2.0)),
+    ("neg_binomial", [-1, 2.5], (3.0, 2.0)),
+    ("neg_binomial_2_log", [-1, 2.5], (0.3, 2.0)),
+    ("frechet", [-1.0, 0.0], (2.0, 1.0)),
+    ("rayleigh", [-1.0], (2.0,)),
+    ("pareto_type_2", [-1.0], (0.0, 1.0, 2.0)),
+    ("beta_proportion", [-0.1, 0.0, 1.0], (0.3, 4.0)),
+    ("loglogistic", [-1.0, 0.0], (1.0, 2.0)),
+    ("discrete_range", [-1, 4, 1.5], (0, 3)),
+    ("ordered_logistic", [0, 4, 1.5], (0.3, np.array([-1.0, 0.0]))),
+    ("ordered_probit", [0, 4, 1.5], (0.3, np.array([-1.0, 0.0]))),
     ("categorical", [0, 4, 1.5], (np.array([0.2, 0.3, 0.5]),)),
     ("categorical_logit", [0, 4, 1.5], (np.array([0.2, 0.3, 0.5]),)),
 ]
@@ -357,6 +443,18 @@ GRAD_CASES = {
     "poisson": ([0, 3, 5], [2.5], (1,)),
     "poisson_log": ([0, 3, 5], [0.7], (1,)),
     "neg_binomial_2": ([0, 3, 5], [2.5, 3.5], (1, 2)),
+    "std_normal": ([0.3, -1.2, 2.0], [], (0,)),
+    "skew_normal": ([0.3, -1.2, 2.0], [0.1, 1.3, -2.5], (0, 1, 2, 3)),
+    "von_mises": ([0.3, -1.2, 2.0], [0.1, 2.3], (0, 1, 2)),
+    "gumbel": ([0.3, -1.2, 2.0], [0.1, 1.3], (0, 1, 2)),
+    "exp_mod_normal": ([0.3, -1.2, 2.0], [0.1, 1.3, 0.8], (0, 1, 2, 3)),
+    "frechet": ([0.3, 1.2, 2.0], [2.5, 1.3], (0, 1, 2)),
+    "rayleigh": ([0.3, 1.2, 2.0], [1.3], (0, 1)),
+    "pareto_type_2": ([0.3, 1.2, 2.0], [0.1, 1.3, 2.5], (0, 1, 2, 3)),
+    "beta_proportion": ([0.3, 0.6, 0.9], [0.4, 5.3], (0, 1, 2)),
+    "loglogistic": ([0.3, 1.2, 2.0], [1.4, 2.5], (0, 1, 2)),
+    "neg_binomial": ([0, 3, 5], [2.5, 0.7], (1, 2)),
+    "neg_binomial_2_log": ([0, 3, 5], [0.9, 3.5], (1, 2)),
 }
 
 
@@ -464,6 +562,24 @@ MOMENTS = [
     ("poisson_log", (1.0,), np.e, np.e),
     ("neg_binomial_2", (4.0, 2.0), 4.0, 4.0 + 16.0 / 2.0),
     ("beta_binomial", (10, 2.0, 3.0), 4.0, 10 * 0.4 * 0.6 * (2 + 3 + 10) / (2 + 3 + 1)),
+    ("std_normal", (), 0.0, 1.0),
+    ("skew_normal", (0.5, 2.0, 3.0), 0.5 + 2.0 * 0.3 * np.sqrt(20 / np.pi), 4 * (1 - 1.8 / np.pi)),
+    ("gumbel", (1.0, 2.0), 1.0 + 2.0 * np.euler_gamma, np.pi**2 / 6 * 4),
+    ("exp_mod_normal", (1.0, 0.5, 2.0), 1.5, 0.25 + 0.25),
+    ("rayleigh", (2.0,), 2.0 * np.sqrt(np.pi / 2), (4 - np.pi) / 2 * 4),
+    ("frechet", (5.0, 1.0), special.gamma(0.8), special.gamma(0.6) - special.gamma(0.8) ** 2),
+    ("pareto_type_2", (0.5, 1.0, 5.0), 0.75, 5 / (16 * 3)),
+    ("beta_proportion", (0.3, 5.0), 0.3, 0.21 / 6),
+    (
+        "loglogistic",
+        (1.0, 4.0),
+        (np.pi / 4) / np.sin(np.pi / 4),
+        (np.pi / 2) / np.sin(np.pi / 2) - ((np.pi / 4) / np.sin(np.pi / 4)) ** 2,
+    ),
+    ("neg_binomial", (3.0, 0.5), 6.0, 6.0 + 12.0),
+    ("neg_binomial_2_log", (np.log(4.0), 2.0), 4.0, 4.0 + 16.0 / 2.0),
+    ("von_mises", (0.5, 4.0), 0.5, 0.3),
+    ("discrete_range", (2, 6), 4.0, 2.0),
 ]
 
 
@@ -547,7 +663,7 @@ def test_lookup(spelling, name):
 def test_lookup_unknown_is_none():
     assert get_distribution("no_such_distribution") is None
     assert get_distribution("") is None
-    assert get_distribution("von_mises") is None
+    assert get_distribution("wiener") is None
 
 
 def test_wrong_number_of_parameters_is_an_error():

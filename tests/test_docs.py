@@ -14,7 +14,8 @@ A fenced block's info string says what it is:
   Inline code spans that start with ``python benchmarks/`` are checked the same way.
 - ``stan``: a whole program, parsed and type-checked; ``stan file=NAME`` (and ``json file=NAME``)
   is written to NAME in the scratch directory for later commands to use, and not checked alone.
-- ``python``: executed in the scratch directory.  ``json``: must parse.  ``text``, ``csv``:
+- ``python``: executed in the scratch directory, the page's blocks in one namespace (as a
+  notebook's cells).  ``json``: must parse.  ``text``, ``csv``:
   output and tables, not run.
 """
 
@@ -256,7 +257,9 @@ def check_stan(block: Block, cwd: Path):
         raise AssertionError(f"{block.where()}: the Stan example does not check: {e}") from None
 
 
-def check_block(block: Block, cwd: Path):
+def check_block(block: Block, cwd: Path, namespace: dict | None = None):
+    """`namespace`: the page's Python globals, shared by its python blocks as by a notebook's
+    cells."""
     assert block.kind in KINDS, (
         f"{block.where()}: fenced block with info string {block.kind!r}; use one of "
         f"{sorted(KINDS)} (docs/conventions.md)"
@@ -282,7 +285,8 @@ def check_block(block: Block, cwd: Path):
         old = Path.cwd()
         os.chdir(cwd)
         try:
-            exec(compile(block.text, block.where(), "exec"), {"__name__": "__doc_example__"})
+            exec(compile(block.text, block.where(), "exec"),
+                 {"__name__": "__doc_example__"} if namespace is None else namespace)  # fmt: skip
         finally:
             os.chdir(old)
     elif block.kind == "json":
@@ -292,11 +296,12 @@ def check_block(block: Block, cwd: Path):
 # ---- the tests ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("doc", DOC_FILES, ids=[d.name for d in DOC_FILES])
+@pytest.mark.parametrize("doc", [*DOC_FILES, ROOT / "README.md"], ids=lambda d: d.name)
 def test_doc_examples(doc: Path, workdir: Path):
     """Every fenced block of the page, in order, in one scratch directory."""
+    namespace = {"__name__": "__doc_example__"}
     for block in blocks(doc):
-        check_block(block, workdir)
+        check_block(block, workdir, namespace)
 
 
 @pytest.mark.parametrize("doc", DOC_FILES, ids=[d.name for d in DOC_FILES])

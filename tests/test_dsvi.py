@@ -10,8 +10,9 @@ from scipy import stats
 from ppl.checker import check
 from ppl.compiler import CompiledModel
 from ppl.errors import FitError, ModelError
-from ppl.inference.advi import _Evaluator
-from ppl.inference.dsvi import DiagonalScale, FullScale, StandardDistribution, fit_dsvi
+from ppl.families.studentt import DiagonalScale, FullScale, StandardDistribution
+from ppl.inference.dsvi import fit_dsvi
+from ppl.inference.estimators import Pathwise
 from ppl.inference.subsample import Batches, SubsampledLogJoint
 from ppl.parser import parse
 from ppl.pipeline import fit
@@ -43,7 +44,7 @@ def test_algorithm_1_gradient_is_unbiased(family_cls):
     theta[3:] += 0.3 * rng.standard_normal(theta.size - 3)
     if family_cls is FullScale:
         theta[3:] = np.tril(theta[3:].reshape(3, 3)).ravel() + np.eye(3).ravel()
-    ev = _Evaluator(gaussian_log_joint, family, family.noise(rng, 10))
+    ev = Pathwise(gaussian_log_joint, family, family.noise(rng, 10))
     reps = np.array([ev.grad(theta, family.noise(rng, 20)) for _ in range(2000)])
     exact = np.zeros(theta.size)
     for i in range(theta.size):

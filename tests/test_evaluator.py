@@ -4,6 +4,8 @@ ones, autograd gradients against finite differences, and run-time errors that po
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import autograd
 import autograd.numpy as anp
 import numpy as np
@@ -476,7 +478,12 @@ TESTED_ELSEWHERE = {
 
 
 def test_every_library_function_is_covered():
-    missing = set(LIBRARY) - set(UNARY) - set(BINARY) - TESTED_ELSEWHERE
+    from ppl.distributions.cdfs import CDFS  # every CDF is tested in test_cdfs.py
+
+    stdlib_tests = (Path(__file__).parent / "test_functions_stdlib.py").read_text()
+    cdfs = {d + suffix for d in CDFS for suffix in ("_cdf", "_lcdf", "_lccdf")}
+    missing = set(LIBRARY) - set(UNARY) - set(BINARY) - TESTED_ELSEWHERE - cdfs
+    missing = {name for name in missing if f'"{name}"' not in stdlib_tests}
     assert not missing, f"add tests for {sorted(missing)}"
 
 

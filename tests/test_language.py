@@ -220,10 +220,13 @@ def test_number_literals():
 
 
 def test_old_assignment_arrow_and_print():
-    stmts = model_stmts(
-        'real a; a <- 1; print("a = ", a); mu ~ normal(a, 1);', "parameters { real mu; }"
-    )
-    assert isinstance(stmts[1], ast.Assign) and isinstance(stmts[2], ast.Print)
+    stmts = model_stmts("real a; a <- 1; mu ~ normal(a, 1);", "parameters { real mu; }")
+    assert isinstance(stmts[1], ast.Assign)
+    prog = checked(
+        'transformed data { real a = 1; print("a = ", a); } parameters { real mu; }'
+        " model { mu ~ normal(a, 1); }"
+    ).program
+    assert isinstance(prog.transformed_data[1], ast.Print)
 
 
 def test_distribution_names_capitalised_and_lpdf_forms():

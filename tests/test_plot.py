@@ -30,11 +30,28 @@ def test_plot_writes_the_elbo_and_one_png_per_parameter(fitted, tmp_path):
     rc, out, err = run_main(["plot", str(fitted), "--reference", str(reference)])
     assert rc == 0, err
     info = json.loads((fitted / "fit.json").read_text())
-    expected = {"elbo.png", *(f"{name}.png" for name in info["families"])}
+    # every Stan variable: parameters, the transformed parameter theta, the generated y_rep
+    expected = {"elbo.png", *(f"{name}.png" for name in [*info["families"], "theta", "y_rep"])}
     assert {line.split("/")[-1] for line in out.splitlines()} == expected
     for name in expected:
         assert (fitted / name).read_bytes()[:8] == PNG
     assert not [p for p in fitted.iterdir() if p.name.startswith(".")]  # no temporary files left
+
+
+def test_plot_writes_only_inside_the_directory(fitted, tmp_path):
+    """A crafted draws.csv header or fit.json cannot name a file outside the directory."""
+    crafted = tmp_path / "crafted"
+    crafted.mkdir()
+    for name in ("elbo.csv", "fit.json"):
+        (crafted / name).write_bytes((fitted / name).read_bytes())
+    info = json.loads((crafted / "fit.json").read_text())
+    info["families"] = {"../escape": "x", "/tmp/abs": "y"}
+    (crafted / "fit.json").write_text(json.dumps(info))
+    (crafted / "draws.csv").write_text("../escape,/tmp/abs,ok\n1,2,3\n4,5,6\n")
+    rc, out, err = run_main(["plot", str(crafted)])
+    assert rc == 0, err
+    assert sorted(p.name for p in crafted.glob("*.png")) == ["elbo.png", "ok.png"]
+    assert not (tmp_path / "escape.png").exists()
 
 
 def test_plot_errors_are_clear(fitted, tmp_path):

@@ -42,6 +42,9 @@ CASES = [
     ("ordered", {}, (1,)),
     ("ordered", {}, (4,)),
     ("positive_ordered", {}, (4,)),
+    ("positive_ordered", {}, (1,)),
+    ("sum_to_zero_vector", {}, (2,)),
+    ("sum_to_zero_vector", {}, (5,)),
     ("cholesky_factor_corr", {}, (1, 1)),
     ("cholesky_factor_corr", {}, (2, 2)),
     ("cholesky_factor_corr", {}, (4, 4)),
@@ -55,9 +58,19 @@ CASES = [
 IDS = [f"{k}-{i}" for i, (k, _, _) in enumerate(CASES)]
 
 
+#: constants of the log-Jacobian that Stan (and ppl) leave out, as functions of the shape: the
+#: sum-to-zero map x = H u has |det H[:-1]| = 1 / sqrt(K), H's columns and 1 / sqrt(K) being an
+#: orthonormal basis of R^K
+OMITTED_CONSTANT = {"sum_to_zero_vector": lambda shape: -0.5 * np.log(shape[-1])}
+
+
+def _expected_log_jacobian(kind, shape, log_jacobian):
+    return log_jacobian + OMITTED_CONSTANT.get(kind, lambda shape: 0.0)(shape)
+
+
 def _free(kind: str, x: np.ndarray) -> np.ndarray:
     """The free coordinates of a constrained value (its image is locally a bijection)."""
-    if kind == "simplex":
+    if kind in ("simplex", "sum_to_zero_vector"):
         return x[..., :-1]
     if kind in ("cholesky_factor_corr", "corr_matrix"):
         r, c = np.tril_indices(x.shape[-1], -1)
@@ -107,10 +120,11 @@ def test_log_jacobian_matches_autograd_determinant(kind, bounds, shape):
     jac = jacobian(free_map)(flat)
     assert jac.shape == (flat.size, flat.size)
     _, logdet = np.linalg.slogdet(jac)
-    np.testing.assert_allclose(t.forward(u, len(shape))[1], logdet, rtol=1e-6, atol=1e-9)
+    lj = _expected_log_jacobian(kind, shape, t.forward(u, len(shape))[1])
+    np.testing.assert_allclose(lj, logdet, rtol=1e-6, atol=1e-9)
 
 
-@pytest.mark.parametrize(("kind", "bounds", "shape"), CASES[:12], ids=IDS[:12])
+@pytest.mark.parametrize(("kind", "bounds", "shape"), CASES, ids=IDS)
 def test_log_jacobian_matches_finite_differences(kind, bounds, shape):
     t = make_transform(kind, **bounds)
     u = np.random.default_rng(1).normal(size=t.unconstrained_shape(shape)).ravel()
@@ -126,7 +140,9 @@ def test_log_jacobian_matches_finite_differences(kind, bounds, shape):
         return
     _, logdet = np.linalg.slogdet(np.stack(cols, axis=1))
     lj = t.forward(u.reshape(t.unconstrained_shape(shape)), len(shape))[1]
-    np.testing.assert_allclose(lj, logdet, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(
+        _expected_log_jacobian(kind, shape, lj), logdet, rtol=1e-6, atol=1e-7
+    )
 
 
 # ---------------------------------------------------------------- batching
@@ -375,3 +391,40 @@ def test_user_errors():
         make_transform("nonsense")
     with pytest.raises(ModelError):
         make_transform("simplex", lower=0.0)
+
+
+# ---------------------------------------------------------------- unit and sum-to-zero vectors
+
+
+def test_unit_vector_is_stans_normalisation_with_a_normal_kernel():
+    t = make_transform("unit_vector")
+    u = np.random.default_rng(8).normal(size=(6, 3))
+    x, lj = t.forward(u, 1)
+    np.testing.assert_allclose(x, u / np.linalg.norm(u, axis=1, keepdims=True))
+    np.testing.assert_allclose(lj, -0.5 * np.sum(u**2, axis=1))
+    assert t.in_support(x) and not t.in_support(2 * x)
+    np.testing.assert_allclose(t.inverse(x), x)
+    assert t.unconstrained_shape((4, 3)) == (4, 3)
+
+    def f(v):
+        y, j = t.forward(v, 1)
+        return anp.sum(j) + anp.sum(anp.sin(y))
+
+    np.testing.assert_allclose(grad(f)(u), _fd_grad(f, u), rtol=1e-5, atol=1e-7)
+
+
+def test_sum_to_zero_basis_is_orthonormal_and_stans():
+    t = make_transform("sum_to_zero_vector")
+    n = 4
+    u = np.random.default_rng(9).normal(size=n)
+    x, lj = t.forward(u, 1)
+    assert abs(x.sum()) < 1e-12 and lj == 0.0
+    # Stan's inverse transform, written from the reference manual's recursion
+    expected = np.zeros(n + 1)
+    for k in range(n + 1):
+        expected[k] = sum(u[i - 1] / np.sqrt(i * (i + 1)) for i in range(k + 1, n + 1))
+        if k >= 1:
+            expected[k] -= k * u[k - 1] / np.sqrt(k * (k + 1))
+    np.testing.assert_allclose(x, expected, atol=1e-12)
+    # an isometry: |x| = |u|, so every x_k has the same variance when u is standard normal
+    np.testing.assert_allclose(np.linalg.norm(x), np.linalg.norm(u))

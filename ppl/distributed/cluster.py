@@ -21,7 +21,8 @@ def require_dask():
         from distributed import Client, LocalCluster
     except ImportError as e:
         raise PplError(
-            f"--engine dask needs Dask ({e.name} is not installed): pip install 'ppl[dask]'"
+            f"--engine dask needs Dask ({e.name} is not installed): pip install "
+            "'dask[dataframe,distributed]' pyarrow (in ppl's source tree: pip install '.[dask]')"
         ) from None
     return Client, LocalCluster
 

@@ -13,9 +13,12 @@ import re
 from .base import SUPPORTS, Distribution
 from .continuous import CONTINUOUS
 from .discrete import DISCRETE
+from .glm import GLMS
 from .multivariate import MULTIVARIATE
 
-DISTRIBUTIONS: dict[str, Distribution] = {d.name: d for d in CONTINUOUS + DISCRETE + MULTIVARIATE}
+DISTRIBUTIONS: dict[str, Distribution] = {
+    d.name: d for d in CONTINUOUS + DISCRETE + MULTIVARIATE + GLMS
+}
 
 _SUFFIXES = ("_lpdf", "_lpmf", "_lupdf", "_lupmf", "_rng")
 

@@ -29,6 +29,8 @@ SUPPORTS = (
     "int_range",
     "simplex",
     "positive_definite",
+    "corr_matrix",
+    "cholesky_factor_corr",
 )
 
 
@@ -46,6 +48,11 @@ class Distribution:
     param_ndims: tuple[int, ...] = ()
     discrete: bool = False
     support: str = "real"
+    #: the fewest type axes each parameter may have (default: ``param_ndims``); a parameter given
+    #: with fewer than ``param_ndims`` is padded with size-1 axes, so it broadcasts (GLM intercepts)
+    param_min_ndims: tuple[int, ...] | None = None
+    #: whether Stan defines ``name_rng`` with the density's parameters
+    has_rng: bool = True
 
     def log_prob(self, value: Any, *params: Any) -> Any:
         """Elementwise log density (with all constants) over the broadcast batch shape."""

@@ -24,6 +24,7 @@ from .base import (
     xlog1py,
     xlogy,
 )
+from .special_extra import log_ndtr
 
 
 def _int_draw(size: Any, params: tuple[Any, ...], fn: Any) -> Any:
@@ -32,6 +33,12 @@ def _int_draw(size: Any, params: tuple[Any, ...], fn: Any) -> Any:
     shape = batch_shape(size, *(p.shape for p in plain))
     out = onp.asarray(fn(shape, *plain)).astype(onp.int64)
     return int(out) if out.ndim == 0 else out
+
+
+def _trials(n: Any) -> Any:
+    """Binomial trial counts as numpy's sampler wants them: integers (a loop's batched values
+    can arrive as floats)."""
+    return onp.asarray(n).astype(onp.int64)
 
 
 def _log_choose(n: Any, k: Any) -> Any:
@@ -106,7 +113,7 @@ class Binomial(Distribution):
         return where_support(ok, lp)
 
     def sample(self, rng: onp.random.Generator, N: Any, theta: Any, size: Any = None) -> Any:
-        return _int_draw(size, (N, theta), lambda s, n, t: rng.binomial(n, t, size=s))
+        return _int_draw(size, (N, theta), lambda s, n, t: rng.binomial(_trials(n), t, size=s))
 
 
 class BinomialLogit(Distribution):
@@ -126,7 +133,10 @@ class BinomialLogit(Distribution):
         return where_support(ok, lp)
 
     def sample(self, rng: onp.random.Generator, N: Any, alpha: Any, size: Any = None) -> Any:
-        return _int_draw(size, (N, alpha), lambda s, n, a: rng.binomial(n, expit(a), size=s))
+        def draw(s, n, a):
+            return rng.binomial(_trials(n), expit(a), size=s)
+
+        return _int_draw(size, (N, alpha), draw)
 
 
 class BetaBinomial(Distribution):
@@ -149,7 +159,7 @@ class BetaBinomial(Distribution):
         return _int_draw(
             size,
             (N, alpha, beta),
-            lambda s, n, a, b: rng.binomial(n, rng.beta(a, b, size=s)),
+            lambda s, n, a, b: rng.binomial(_trials(n), rng.beta(a, b, size=s)),
         )
 
 
@@ -273,6 +283,200 @@ class CategoricalLogit(Distribution):
         return _categorical_draw(rng, theta, size)
 
 
+class NegBinomial(Distribution):
+    """neg_binomial(alpha, beta): shape and inverse scale; mean alpha / beta."""
+
+    name = "neg_binomial"
+    params = ("alpha", "beta")
+    param_ndims = (0, 0)
+    discrete = True
+    support = "nonnegative_int"
+
+    def _log_prob(self, n: Any, alpha: Any, beta: Any) -> Any:
+        ok, ns = _count_support(n)
+        lp = (
+            gammaln(ns + alpha)
+            - gammaln(ns + 1.0)
+            - gammaln(alpha)
+            + alpha * (np.log(beta) - np.log1p(beta))
+            - ns * np.log1p(beta)
+        )
+        return where_support(ok, lp)
+
+    def sample(self, rng: onp.random.Generator, alpha: Any, beta: Any, size: Any = None) -> Any:
+        return _int_draw(
+            size, (alpha, beta), lambda s, a, b: rng.poisson(rng.gamma(a, 1.0 / b, size=s))
+        )
+
+
+class NegBinomial2Log(Distribution):
+    """neg_binomial_2_log(eta, phi): neg_binomial_2 with mean exp(eta), kept in log space."""
+
+    name = "neg_binomial_2_log"
+    params = ("eta", "phi")
+    param_ndims = (0, 0)
+    discrete = True
+    support = "nonnegative_int"
+
+    def _log_prob(self, n: Any, eta: Any, phi: Any) -> Any:
+        ok, ns = _count_support(n)
+        log_phi = np.log(phi)
+        log_mu_phi = np.logaddexp(eta, log_phi)  # log(mu + phi)
+        lp = (
+            gammaln(ns + phi)
+            - gammaln(ns + 1.0)
+            - gammaln(phi)
+            + ns * (eta - log_mu_phi)
+            + phi * (log_phi - log_mu_phi)
+        )
+        return where_support(ok, lp)
+
+    def sample(self, rng: onp.random.Generator, eta: Any, phi: Any, size: Any = None) -> Any:
+        return _int_draw(
+            size, (eta, phi), lambda s, e, p: rng.poisson(rng.gamma(p, onp.exp(e) / p, size=s))
+        )
+
+
+def _softplus(x: Any) -> Any:
+    return np.logaddexp(0.0, x)
+
+
+def _ordinal_bounds(k: Any, c: Any) -> tuple[Any, Any, Any, Any, Any]:
+    """(first, last, c_{k-1}, c_k, ok) for outcomes k in 1..K, K - 1 cut points on c's last axis.
+
+    Cut points are picked by masked sums (no fancy indexing, so autograd differentiates them);
+    c_{k-1} is 0 where k = 1 and c_k is 0 where k = K (those branches are never used).
+    """
+    hot, ok = _one_hot(k, np.shape(c)[-1] + 1)
+    c_lo = np.sum(where(hot[..., 1:], c, 0.0), axis=-1)
+    c_hi = np.sum(where(hot[..., :-1], c, 0.0), axis=-1)
+    return hot[..., 0], hot[..., -1], c_lo, c_hi, ok
+
+
+class OrderedLogistic(Distribution):
+    """ordered_logistic(eta, c): k in 1..K, Pr = logit^-1(eta - c_{k-1}) - logit^-1(eta - c_k)."""
+
+    name = "ordered_logistic"
+    params = ("eta", "c")
+    param_ndims = (0, 1)
+    discrete = True
+    support = "int_range"
+
+    def _log_prob(self, k: Any, eta: Any, c: Any) -> Any:
+        first, last, c_lo, c_hi, ok = _ordinal_bounds(k, c)
+        a = eta - c_lo  # > b for increasing cut points
+        b = eta - c_hi
+        a_s = where(first, b + 1.0, a)
+        b_s = where(last, a_s - 1.0, b)
+        # log(s(a) - s(b)) = a + log(1 - exp(b - a)) - softplus(a) - softplus(b)
+        middle = a_s + np.log(-np.expm1(b_s - a_s)) - _softplus(a_s) - _softplus(b_s)
+        lp = where(first, -_softplus(b), where(last, -_softplus(-a), middle))
+        return where_support(ok, lp)
+
+    def sample(self, rng: onp.random.Generator, eta: Any, c: Any, size: Any = None) -> Any:
+        e, cuts = raw(eta), raw(c)
+        lower = expit(e[..., None] - cuts)  # Pr[k > j] for j = 1..K-1
+        theta = -onp.diff(
+            onp.concatenate(
+                [onp.ones_like(lower[..., :1]), lower, onp.zeros_like(lower[..., :1])], axis=-1
+            ),
+            axis=-1,
+        )
+        return _categorical_draw(rng, onp.clip(theta, 0.0, None), size)
+
+
+def _log_diff_ndtr(a: Any, b: Any) -> Any:
+    """log(Phi(a) - Phi(b)) for a > b, in the tail where the difference is best resolved."""
+    upper = a + b > 0  # both mostly in the upper tail: Phi(a) - Phi(b) = Phi(-b) - Phi(-a)
+    hi = where(upper, -b, a)
+    lo = where(upper, -a, b)
+    log_hi = log_ndtr(hi)
+    return log_hi + np.log(-np.expm1(log_ndtr(lo) - log_hi))
+
+
+class OrderedProbit(Distribution):
+    """ordered_probit(eta, c): k in 1..K, Pr = Phi(eta - c_{k-1}) - Phi(eta - c_k)."""
+
+    name = "ordered_probit"
+    params = ("eta", "c")
+    param_ndims = (0, 1)
+    discrete = True
+    support = "int_range"
+
+    def _log_prob(self, k: Any, eta: Any, c: Any) -> Any:
+        first, last, c_lo, c_hi, ok = _ordinal_bounds(k, c)
+        a = eta - c_lo
+        b = eta - c_hi
+        a_s = where(first, b + 1.0, a)
+        b_s = where(last, a_s - 1.0, b)
+        lp = where(first, log_ndtr(-b), where(last, log_ndtr(a), _log_diff_ndtr(a_s, b_s)))
+        return where_support(ok, lp)
+
+    def sample(self, rng: onp.random.Generator, eta: Any, c: Any, size: Any = None) -> Any:
+        from scipy.special import ndtr
+
+        lower = ndtr(raw(eta)[..., None] - raw(c))
+        theta = -onp.diff(
+            onp.concatenate(
+                [onp.ones_like(lower[..., :1]), lower, onp.zeros_like(lower[..., :1])], axis=-1
+            ),
+            axis=-1,
+        )
+        return _categorical_draw(rng, onp.clip(theta, 0.0, None), size)
+
+
+class DiscreteRange(Distribution):
+    """discrete_range(lower, upper): uniform on the integers lower..upper."""
+
+    name = "discrete_range"
+    params = ("lower", "upper")
+    param_ndims = (0, 0)
+    discrete = True
+    support = "int_range"
+
+    def _log_prob(self, y: Any, lower: Any, upper: Any) -> Any:
+        yr = raw(y)
+        ok = is_int(yr) & (yr >= raw(lower)) & (yr <= raw(upper))
+        return where_support(ok, -np.log(upper - lower + 1.0) + 0.0 * yr)
+
+    def sample(self, rng: onp.random.Generator, lower: Any, upper: Any, size: Any = None) -> Any:
+        return _int_draw(size, (lower, upper), lambda s, lo, hi: rng.integers(lo, hi + 1, size=s))
+
+
+class Multinomial(Distribution):
+    """multinomial(theta): counts y[1..K] over sum(y) trials with probabilities theta."""
+
+    name = "multinomial"
+    params = ("theta",)
+    value_ndim = 1
+    param_ndims = (1,)
+    discrete = True
+    support = "nonnegative_int"
+    has_rng = False  # Stan's multinomial_rng(theta, N) takes the number of trials
+
+    def _log_prob(self, y: Any, theta: Any) -> Any:
+        yr = raw(y)
+        ok = onp.all(is_int(yr) & (yr >= 0), axis=-1)
+        ys = safe(is_int(yr) & (yr >= 0), yr, 0)
+        n = onp.sum(ys, axis=-1)
+        return where_support(
+            ok,
+            gammaln(n + 1.0)
+            - np.sum(gammaln(ys + 1.0), axis=-1)
+            + np.sum(xlogy(ys, theta), axis=-1),
+        )
+
+
+class MultinomialLogit(Multinomial):
+    """multinomial_logit(gamma): multinomial with theta = softmax(gamma)."""
+
+    name = "multinomial_logit"
+    params = ("gamma",)
+
+    def _log_prob(self, y: Any, gamma: Any) -> Any:
+        return super()._log_prob(y, np.exp(gamma - logsumexp(gamma, axis=-1, keepdims=True)))
+
+
 DISCRETE: tuple[Distribution, ...] = (
     Bernoulli(),
     BernoulliLogit(),
@@ -284,4 +488,11 @@ DISCRETE: tuple[Distribution, ...] = (
     NegBinomial2(),
     Categorical(),
     CategoricalLogit(),
+    NegBinomial(),
+    NegBinomial2Log(),
+    OrderedLogistic(),
+    OrderedProbit(),
+    DiscreteRange(),
+    Multinomial(),
+    MultinomialLogit(),
 )

@@ -1,4 +1,5 @@
-"""Non-Gaussian variational families with pathwise (reparameterisation) gradients."""
+"""Variational families, one class per family (gaussian, gamma, bernoulli, studentt), and the
+composite family that gives each latent its own (composite); choice decides which."""
 
 from ppl.families.gamma import (
     GammaFamily,

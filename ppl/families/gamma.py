@@ -41,7 +41,7 @@ from __future__ import annotations
 import autograd.numpy as anp
 import numpy as np
 from autograd.extend import defvjp, primitive
-from scipy.special import digamma, gammaincinv, gammaln
+from scipy.special import digamma, expit, gammaincinv, gammaln, ndtr, polygamma
 
 from ppl.special import digamma as _a_digamma
 from ppl.special import gammaln as _a_gammaln
@@ -51,6 +51,7 @@ __all__ = [
     "gamma_sample_log",
     "gamma_dlogx_da",
     "gamma_entropy",
+    "shape_from_log_variance",
     "GammaFamily",
 ]
 
@@ -67,6 +68,7 @@ _QUAD_BISECTIONS = 24  # D to within 2^-24 of its upper bound (only D >= root ma
 _GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(32)
 _GL_NODES = 0.5 * (_GL_NODES + 1.0)  # on [0, 1]
 _GL_WEIGHTS = 0.5 * _GL_WEIGHTS
+_U_NOISE = 1e-12  # keeps u = Phi(eps) strictly inside (0, 1) for draws from normal noise
 
 
 # --------------------------------------------------------------------------------------------------
@@ -267,13 +269,37 @@ def _softplus_inv(y):
         return np.where(y > 30.0, y, np.log(np.expm1(np.minimum(np.maximum(y, 1e-300), 30.0))))
 
 
+def shape_from_log_variance(v: np.ndarray) -> np.ndarray:
+    """Solve trigamma(a) = v for a > 0 (the variance of log x under Gamma(a, b)), by Newton."""
+    v = np.asarray(v, dtype=float)
+    a = np.where(v > 1.0, 1.0 / v, 1.0 / v + 0.5)  # trigamma(a) ~ 1/a + 1/(2a^2): a rough start
+    for _ in range(50):
+        f = polygamma(1, a) - v
+        step = f / polygamma(2, a)
+        a_new = np.maximum(a - step, a / 10)
+        if np.all(np.abs(a_new - a) <= 1e-10 * a):
+            a = a_new
+            break
+        a = a_new
+    return np.clip(a, 1e-4, 1e8)
+
+
 class GammaFamily:
     """Mean-field q(x) = prod_k Gamma(x_k; shape a_k, rate b_k) over K positive latents.
 
     ``params`` is one flat vector of length 2K, ``[alpha (K), beta (K)]``, unconstrained, with
     ``a = softplus(alpha)``, ``b = softplus(beta)`` (Knowles 2015, section 2.4). Every method is
     differentiable with autograd in ``params``.
+
+    On x's own scale: ``sample``, ``sample_log``, ``entropy``, ``log_density``, ``mean``, ``var``.
+    As a block of a composite family (ppl.families.composite), on the model's unconstrained
+    coordinate zeta = log x: ``initial``, ``from_gaussian``, ``draws`` (from normal noise through
+    u = Phi(eps)), ``rvs``, ``log_q_terms``, ``score``, ``moments``, ``changes``, ``describe``;
+    the entropy there is H[log x] = H[Gamma(a, b)] - E[log x].
     """
+
+    family = "gamma"
+    n_params = 2
 
     def __init__(self, dim: int):
         self.dim = int(dim)
@@ -321,3 +347,79 @@ class GammaFamily:
     def var(self, params):
         a, b = self.shape_rate(params)
         return a / b**2
+
+    # -- on the unconstrained scale zeta = log x (a composite family's block) ------------------
+
+    def initial(self, init_zeta: np.ndarray, shape: float = 10.0) -> np.ndarray:
+        """Shape 10 with mean exp(init) (see ``init``)."""
+        return self.init(mean=np.exp(init_zeta), shape=shape)
+
+    def from_gaussian(self, mean: np.ndarray, sd: np.ndarray) -> np.ndarray:
+        """The gamma whose log has the given mean and sd: digamma(a) - log b = m,
+        trigamma(a) = s^2."""
+        s = np.maximum(np.asarray(sd, dtype=float), 1e-8)
+        a = shape_from_log_variance(s**2)
+        # a log-mean far out (a Gaussian collapsed on 0) still gives a float rate
+        rate = np.exp(np.clip(digamma(a) - np.asarray(mean, dtype=float), -700.0, 700.0))
+        return np.concatenate([_softplus_inv(a), _softplus_inv(rate)])
+
+    def draw_terms(self, params, eps: np.ndarray):
+        """log x for standard-normal noise eps (u = Phi(eps)), and the entropy of log x as one
+        addend; differentiable in params."""
+        u = np.clip(ndtr(eps), _U_NOISE, 1 - _U_NOISE)
+        a, rate = self.shape_rate(params)
+        h_gamma = gamma_entropy(a, rate)
+        return gamma_sample_log(a, rate, u), (anp.sum(h_gamma - (_a_digamma(a) - anp.log(rate))),)
+
+    def draws(self, params, eps: np.ndarray):
+        zeta, (entropy,) = self.draw_terms(params, eps)
+        return zeta, entropy
+
+    def rvs(self, params: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
+        """(n, K) independent draws of log x (no noise to differentiate through)."""
+        a, rate = np.logaddexp(0.0, params[: self.dim]), np.logaddexp(0.0, params[self.dim :])
+        # log Gamma(a) = log Gamma(a + 1) + log(U) / a: no underflow to 0 for small shapes
+        g = rng.gamma(a + 1.0, size=(n, self.dim))
+        u = rng.uniform(size=(n, self.dim))
+        return np.log(g) + np.log(u) / a - np.log(rate)
+
+    def log_q_terms(self, params: np.ndarray, zeta: np.ndarray) -> np.ndarray:
+        """(S, K): the density of log x at zeta, a log b - lgamma(a) + a zeta - b e^zeta."""
+        a, rate = np.logaddexp(0.0, params[: self.dim]), np.logaddexp(0.0, params[self.dim :])
+        return a * np.log(rate) - gammaln(a) + a * zeta - rate * np.exp(zeta)
+
+    def score(self, params: np.ndarray, zeta: np.ndarray) -> np.ndarray:
+        """(S, 2K): d log q(zeta_s) / d params."""
+        alpha, beta = params[: self.dim], params[self.dim :]
+        a, rate = np.logaddexp(0.0, alpha), np.logaddexp(0.0, beta)
+        d_alpha = (np.log(rate) - digamma(a) + zeta) * expit(alpha)
+        d_beta = (a / rate - np.exp(zeta)) * expit(beta)
+        return np.concatenate([d_alpha, d_beta], axis=1)
+
+    def mean_map(self, params):
+        """E_q[log x], differentiable."""
+        a, rate = self.shape_rate(params)
+        return _a_digamma(a) - anp.log(rate)
+
+    def exact_means(self, params):
+        """E_q[log x] and E_q[x], differentiable (the control variates' means)."""
+        a, rate = self.shape_rate(params)
+        return _a_digamma(a) - anp.log(rate), a / rate
+
+    def moments(self, params: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and sd of log x."""
+        a, rate = np.logaddexp(0.0, params[: self.dim]), np.logaddexp(0.0, params[self.dim :])
+        return digamma(a) - np.log(np.maximum(rate, 1e-300)), np.sqrt(polygamma(1, a))
+
+    def changes(self, before: np.ndarray, after: np.ndarray) -> list[np.ndarray]:
+        """log shape and log rate changes (the mean a / b is exact to their sum, however wide
+        the gamma is on the log scale)."""
+        out = []
+        for old, new in ((before[: self.dim], after[: self.dim]),
+                         (before[self.dim :], after[self.dim :])):  # fmt: skip
+            out.append(np.abs(np.log(np.logaddexp(0.0, new) / np.logaddexp(0.0, old))))
+        return out
+
+    def describe(self, params: np.ndarray) -> dict:
+        a, rate = np.logaddexp(0, params[: self.dim]), np.logaddexp(0, params[self.dim :])
+        return {"family": "gamma", "shape": a.tolist(), "rate": rate.tolist()}

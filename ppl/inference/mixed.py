@@ -14,11 +14,12 @@ import autograd.numpy as anp
 import numpy as np
 from autograd import value_and_grad
 
-from ppl.inference.bbvi import LogJointTerms, ScoreFamily, log_joint_terms, score_gradient
-from ppl.inference.sgvb import Block, MixedFamily
+from ppl.families.composite import Block, MixedFamily
+from ppl.inference.bbvi import FamilyObjective
+from ppl.inference.estimators import LogJointTerms, log_joint_terms, score_gradient
 
 
-class MixedObjective:
+class MixedObjective(FamilyObjective):
     """theta = (continuous family's parameters, Bernoulli logits)."""
 
     def __init__(
@@ -26,17 +27,17 @@ class MixedObjective:
         model,
         continuous: MixedFamily,
         columns: np.ndarray,
-        binary: ScoreFamily,
+        binary: MixedFamily,
         terms: LogJointTerms,
         draws: int,
     ):
         """`continuous` acts on the compact vector of the non-binary coordinates `columns`;
-        `binary` is a ScoreFamily of Bernoulli blocks over the full coordinate vector."""
+        `binary` is a family of Bernoulli blocks over the full coordinate vector."""
         self.model = model
         self.continuous = continuous
         self.binary = binary
         self.terms = terms
-        self.draws = draws
+        self.draws_per_step = draws
         self.estimator = "pathwise + rb+cv"
         self.n_c = continuous.size
         D = model.dim
@@ -73,10 +74,10 @@ class MixedObjective:
         parts = (cont, z[:, self.binary_columns])
         return anp.concatenate([parts[k][:, a:b] for k, a, b in self.runs], axis=1)
 
-    def gradient(self, theta: np.ndarray, rng: np.random.Generator):
+    def estimate(self, theta: np.ndarray, rng: np.random.Generator):
         theta_c, theta_b = theta[: self.n_c], theta[self.n_c :]
-        z = self.binary.sample(theta_b, rng, self.draws)
-        eps = rng.standard_normal((self.draws, len(self.columns)))
+        z = self.binary.rvs(theta_b, rng, self.draws_per_step)
+        eps = rng.standard_normal((self.draws_per_step, len(self.columns)))
 
         def elbo_c(th):
             cont, entropy = self.continuous.draws(th, eps)
@@ -95,31 +96,31 @@ class MixedObjective:
             return None
         if local is not None and not np.all(np.isfinite(local)):
             return None
-        log_q_b = self.binary.log_q(theta_b, zeta)
+        log_q_b = self.binary.log_q_terms(theta_b, zeta)
         grad_b = score_gradient(self.binary, theta_b, zeta, total, local, "rb+cv", log_q_b)
         elbo = float(np.mean(total - log_q_b.sum(axis=1)) + entropy)
         return np.concatenate([np.asarray(grad_c), grad_b]), elbo, 0
 
-    def elbo(self, theta: np.ndarray, rng: np.random.Generator, n: int) -> float:
+    def fresh_elbo(self, theta: np.ndarray, rng: np.random.Generator, n: int) -> float:
         theta_c, theta_b = theta[: self.n_c], theta[self.n_c :]
-        z = self.binary.sample(theta_b, rng, n)
+        z = self.binary.rvs(theta_b, rng, n)
         cont, entropy = self.continuous.draws(theta_c, rng.standard_normal((n, len(self.columns))))
         zeta = np.asarray(self._assemble(np.asarray(cont), z))
         total, _ = self.terms(zeta)
         with np.errstate(invalid="ignore"):
-            values = total - self.binary.log_q(theta_b, zeta).sum(axis=1)
+            values = total - self.binary.log_q_terms(theta_b, zeta).sum(axis=1)
         return float(np.mean(values) + entropy) if np.all(np.isfinite(values)) else -np.inf
 
     def sample(self, theta: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
         theta_c, theta_b = theta[: self.n_c], theta[self.n_c :]
-        z = self.binary.sample(theta_b, rng, n)
+        z = self.binary.rvs(theta_b, rng, n)
         cont, _ = self.continuous.draws(theta_c, rng.standard_normal((n, len(self.columns))))
         return np.asarray(self._assemble(np.asarray(cont), z))
 
     def log_q(self, theta: np.ndarray, zeta: np.ndarray) -> np.ndarray:
         theta_c, theta_b = theta[: self.n_c], theta[self.n_c :]
         continuous = self.continuous.log_q(theta_c, zeta[:, self.columns])
-        return continuous + self.binary.log_q(theta_b, zeta).sum(axis=1)
+        return continuous + self.binary.log_q_terms(theta_b, zeta).sum(axis=1)
 
     def describe(self, theta: np.ndarray) -> dict[str, dict]:
         out = self.continuous.describe(theta[: self.n_c])
@@ -141,7 +142,7 @@ def setup_mixed(
                 if lat.binary and lat.size]  # fmt: skip
     columns = np.concatenate(columns) if columns else np.zeros(0, dtype=int)
     objective = MixedObjective(
-        model, MixedFamily(blocks_c, offset), columns, ScoreFamily(blocks_b, model.dim),
+        model, MixedFamily(blocks_c, offset), columns, MixedFamily(blocks_b, model.dim),
         LogJointTerms(model, None), draws,
     )  # fmt: skip
     theta0 = objective.initial(init)
@@ -159,16 +160,11 @@ def with_families(objective: MixedObjective, theta: np.ndarray, families: dict[s
     fixed-scale steps take tens of thousands of iterations to reach from a cold start.
     """
     old = objective.continuous
-    mean, sd = np.zeros(old.dim), np.ones(old.dim)
-    for b, p1, p2 in old._split(theta[: objective.n_c]):
-        if b.family != "gaussian":
-            raise ValueError("moment matching starts from Gaussian blocks")
-        mean[b.offset : b.offset + b.size] = p1
-        sd[b.offset : b.offset + b.size] = np.exp(p2)
     blocks = [Block(b.name, families[b.name], b.offset, b.size) for b in old.blocks]
     new = MixedFamily(blocks, old.dim)
     moved = MixedObjective(
         objective.model, new, objective.columns, objective.binary, objective.terms,
-        objective.draws,
+        objective.draws_per_step,
     )  # fmt: skip
-    return moved, np.concatenate([new.from_gaussian(mean, sd), theta[objective.n_c :]])
+    theta_c = new.from_gaussian(*old.moments(theta[: objective.n_c]))
+    return moved, np.concatenate([theta_c, theta[objective.n_c :]])

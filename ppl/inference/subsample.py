@@ -23,8 +23,10 @@ from collections import Counter
 import numpy as np
 
 from ppl.errors import ModelError
-from ppl.inference.bbvi import FamilyObjective, ScoreFamily, score_gradient
+from ppl.families.composite import MixedFamily
+from ppl.inference.bbvi import FamilyObjective
 from ppl.inference.blankets import find_blankets, stack_terms
+from ppl.inference.estimators import score_gradient
 from ppl.ir import build_graph
 
 
@@ -116,14 +118,14 @@ class SubsampledScoreObjective(FamilyObjective):
 
     def __init__(
         self,
-        family: ScoreFamily,
+        family: MixedFamily,
         batches: Batches,
         draws: int,
         theta0: np.ndarray,
         like: SubsampledScoreObjective | None = None,
     ):
         """`like`: an objective for the same model whose blankets and scales are reused."""
-        self.family, self.batches, self.draws = family, batches, draws
+        self.family, self.batches, self.draws_per_step = family, batches, draws
         self.estimator = "rb+cv"
         self.warnings: list[str] = []
         if like is not None:
@@ -133,7 +135,7 @@ class SubsampledScoreObjective(FamilyObjective):
         found = []
         for _ in range(2):
             batches.set_rows(batches.draw_rows())
-            draws0 = family.sample(theta0, batches.rng, 2)[:, batches.columns]
+            draws0 = family.rvs(theta0, batches.rng, 2)[:, batches.columns]
             found.append(find_blankets(bm, batches.graph, list(draws0), batches.rng))
         first, second = found
         if first.residual:
@@ -160,26 +162,26 @@ class SubsampledScoreObjective(FamilyObjective):
     def _evaluate(self, theta, rng, n):
         b = self.batches
         b.set_rows(b.draw_rows())
-        zeta = self.family.sample(theta, rng, n)
+        zeta = self.family.rvs(theta, rng, n)
         with np.errstate(all="ignore"):
             total, terms = b.batch_model.log_terms(zeta[:, b.columns])
         T = stack_terms(terms, self.blankets.sampled, self.blankets.sizes, n)
         constant = total - T.sum(axis=1)  # terms without a sample axis
         weighted = T * self.scale
-        log_q = self.family.log_q(theta, zeta)[:, b.columns]
+        log_q = self.family.log_q_terms(theta, zeta)[:, b.columns]
         factor = np.where(b.local_columns, b.N / b.B, 1.0)
         elbo = weighted.sum(axis=1) + constant - (log_q * factor).sum(axis=1)
         return zeta, T, weighted, elbo
 
-    def gradient(self, theta: np.ndarray, rng: np.random.Generator):
+    def estimate(self, theta: np.ndarray, rng: np.random.Generator):
         b = self.batches
-        zeta, T, weighted, elbo = self._evaluate(theta, rng, self.draws)
+        zeta, T, weighted, elbo = self._evaluate(theta, rng, self.draws_per_step)
         A = self.blankets.matrix
         unscaled = np.asarray(A.T @ T.T).T
         scaled = np.asarray(A.T @ weighted.T).T
         local_b = np.where(b.local_columns, unscaled, scaled)
         ok = np.isfinite(elbo) & np.all(np.isfinite(local_b), axis=1)
-        if ok.sum() < max(3, self.draws // 2):
+        if ok.sum() < max(3, self.draws_per_step // 2):
             return None
         local = np.zeros((int(ok.sum()), self.family.dim))
         local[:, b.columns] = local_b[ok]
@@ -189,14 +191,14 @@ class SubsampledScoreObjective(FamilyObjective):
         grad[~in_batch[self.family.param_column]] = 0.0
         return grad, float(np.mean(elbo[ok])), int((~ok).sum())
 
-    def elbo(self, theta: np.ndarray, rng: np.random.Generator, n: int) -> float:
+    def fresh_elbo(self, theta: np.ndarray, rng: np.random.Generator, n: int) -> float:
         """On the full data (one pass, in chunks of draws): the reported ELBO has no batch noise."""
         values = []
         for start in range(0, n, 100):
-            zeta = self.family.sample(theta, rng, min(100, n - start))
+            zeta = self.family.rvs(theta, rng, min(100, n - start))
             with np.errstate(all="ignore"):
                 lp = np.asarray(self.batches.model.log_joint(zeta, binary=True), dtype=float)
-            values.append(lp - self.family.log_q(theta, zeta).sum(axis=1))
+            values.append(lp - self.family.log_q_terms(theta, zeta).sum(axis=1))
         values = np.concatenate(values)
         return float(np.mean(values)) if np.all(np.isfinite(values)) else -np.inf
 
