@@ -294,10 +294,10 @@ def _richer_if_better(first: FitResult, log_joint, rng, *, seed: int) -> FitResu
     covariance, a low-rank-plus-diagonal Gaussian started along its leading directions
     (ppl.inference.auto.low_rank), unless that covariance was kept with k-hat <= 0.7 (on the
     104-parameter varying intercepts the low-rank one then had an ELBO 0.1 nats higher but k-hat
-    0.90 and a group scale's sd 0.76 of NUTS's, for three times the gradients). On every
-    mean-field fit the linear-response covariance (ppl.inference.auto.linear_response; it keeps
-    the mean-field means, which are off where the posterior is skewed, and corrects the sds
-    mean-field shrinks even where k-hat is good).
+    0.90 and one sd 0.76 of NUTS's, for three times the gradients). On every mean-field fit,
+    the linear-response covariance (ppl.inference.auto.linear_response; it keeps the mean-field
+    means, which are off where the posterior is skewed, and corrects the sds mean-field shrinks
+    even where k-hat is good).
     Each candidate is kept when its ELBO on its own output draws is higher than the best so
     far (all on the same unconstrained space: comparable)."""
     from ppl.inference.auto import linear_response, low_rank, richer
