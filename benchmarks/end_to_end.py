@@ -35,7 +35,9 @@ directory between processes, so PyMC's first run on a machine pays C compilation
 do not; --cold-pytensor gives every PyMC run an empty cache (a first run). With --repeat N each
 (problem, tool) runs N times and the table shows the medians; --json OUT keeps every run.
 
-Columns: wall s (median), peak RSS MB (median of ru_maxrss), gradient evaluations (ppl's count;
+Columns: wall s (median), CPU s (median of user + system time: on a busy machine the
+single-threaded run's CPU time stays near its quiet-machine wall time; run with --threads 1),
+peak RSS MB (median of ru_maxrss), gradient evaluations (ppl's count;
 the peers' are in the JSON and the notes: SVI/ADVI one per step, NUTS its leapfrog steps),
 notes (ppl: its target and whether it is met; everyone: time relative to ppl's, and where the
 time went as the process itself measured it, medians over the runs).
@@ -100,6 +102,7 @@ class Run:
     wall_s: float
     rss_mb: float
     exit_code: int
+    cpu_s: float | None = None  # user + system seconds of the process and its waited-for children
     grad_evals: int | None = None
     inner: dict = field(default_factory=dict)  # what the process said about itself
     error: str | None = None
@@ -129,9 +132,13 @@ class Row:
 # ---------------------------------------------------------------- running one process
 
 
-def measure(argv: list[str], env: dict, timeout: float) -> tuple[float, float, int, str, str]:
-    """Run argv; (wall seconds, peak RSS MB, exit code, stdout, stderr). The peak RSS is the
-    child's ru_maxrss from os.wait4 (kilobytes on Linux)."""
+def measure(
+    argv: list[str], env: dict, timeout: float
+) -> tuple[float, float, float, int, str, str]:
+    """Run argv; (wall seconds, CPU seconds, peak RSS MB, exit code, stdout, stderr). CPU
+    seconds (user + system) and the peak RSS (ru_maxrss, kilobytes on Linux) are the child's,
+    from os.wait4. On a busy machine the CPU time of a single-threaded run stays near the wall
+    time it would take on a quiet one, where the wall time itself does not."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env, cwd=ROOT)
@@ -147,7 +154,8 @@ def measure(argv: list[str], env: dict, timeout: float) -> tuple[float, float, i
         err.seek(0)
         stdout = out.read().decode("utf-8", "replace")
         stderr = err.read().decode("utf-8", "replace")
-    return wall, usage.ru_maxrss / 1024.0, proc.returncode, stdout, stderr
+    cpu = usage.ru_utime + usage.ru_stime
+    return wall, cpu, usage.ru_maxrss / 1024.0, proc.returncode, stdout, stderr
 
 
 def _failure(code: int, stderr: str, timeout: float) -> str:
@@ -165,8 +173,8 @@ _PPL_KHAT = re.compile(r"^PSIS k-hat: (\S+)", re.M)
 def run_ppl(spec: Spec, data: list[Path], args, env: dict) -> Run:
     argv = [args.ppl_python, "-m", "ppl.cli", "fit", str(spec.model), *map(str, data),
             "--seed", str(args.seed), "--iter", str(args.iter)]  # fmt: skip
-    wall, rss, code, stdout, stderr = measure(argv, env, args.timeout)
-    run = Run(wall, rss, code)
+    wall, cpu, rss, code, stdout, stderr = measure(argv, env, args.timeout)
+    run = Run(wall, rss, code, cpu)
     m = _PPL_METHOD.search(stdout)
     if code != 0 or m is None:
         run.error = _failure(code, stderr, args.timeout) if code else "no `method:` line"
@@ -187,10 +195,10 @@ def run_peer(spec: Spec, tool: str, data: list[Path], args, env: dict) -> Run:
     if tool == "pymc-advi" and args.cold_pytensor:
         cache = tempfile.mkdtemp(prefix="pytensor-")
         env = {**env, "PYTENSOR_FLAGS": f"compiledir={cache}"}
-    wall, rss, code, stdout, stderr = measure(argv, env, args.timeout)
+    wall, cpu, rss, code, stdout, stderr = measure(argv, env, args.timeout)
     if tool == "pymc-advi" and args.cold_pytensor:
         shutil.rmtree(cache, ignore_errors=True)
-    run = Run(wall, rss, code)
+    run = Run(wall, rss, code, cpu)
     line = next((ln for ln in stdout.splitlines() if ln.startswith("E2E-RESULT ")), None)
     if code != 0 or line is None:
         run.error = _failure(code, stderr, args.timeout) if code else "no E2E-RESULT line"
@@ -248,7 +256,8 @@ def notes(row: Row, spec: Spec, ppl_wall: float | None) -> str:
     return "; ".join(out)
 
 
-HEADER = f"{'problem':<15}{'tool':<14}{'wall s':>8}{'peak RSS MB':>13}{'grad evals':>12}  notes"
+HEADER = (f"{'problem':<15}{'tool':<14}{'wall s':>8}{'CPU s':>8}{'peak RSS MB':>13}"
+          f"{'grad evals':>12}  notes")  # fmt: skip
 
 
 def print_table(rows: list[Row]) -> None:
@@ -260,6 +269,7 @@ def print_table(rows: list[Row]) -> None:
         ppl_wall = ppl.median("wall_s") if ppl else None
         grads = row.ok[0].grad_evals if row.ok and row.tool == "ppl" else None
         print(f"{row.problem:<15}{row.tool:<14}{_fmt(row.median('wall_s'), '.2f', 8)}"
+              f"{_fmt(row.median('cpu_s'), '.2f', 8)}"
               f"{_fmt(row.median('rss_mb'), '.0f', 13)}{_fmt(grads, 'd', 12)}  "
               f"{notes(row, spec, ppl_wall)}")  # fmt: skip
     sys.stdout.flush()
@@ -345,7 +355,8 @@ def main(argv=None) -> int:
                     else:
                         run = run_peer(spec, tool, data, args, env)
                     row.runs.append(run)
-                    print(f"  {name} {tool}: {run.wall_s:.2f} s, {run.rss_mb:.0f} MB"
+                    print(f"  {name} {tool}: {run.wall_s:.2f} s ({run.cpu_s or 0:.2f} s CPU), "
+                          f"{run.rss_mb:.0f} MB"
                           + (f" ({run.error})" if run.error else ""), flush=True)  # fmt: skip
                 if args.json:
                     write_json(args.json, {"settings": settings,

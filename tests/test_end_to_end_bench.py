@@ -25,6 +25,7 @@ def test_ppl_run_and_skipped_peer(tmp_path, capsys):
     (run,) = rows["ppl"]["runs"]
     assert run["exit_code"] == 0 and run["error"] is None
     assert run["grad_evals"] > 0 and run["wall_s"] > 0 and run["rss_mb"] > 20
+    assert 0 < run["cpu_s"] < 10 * run["wall_s"]
     assert run["inner"]["fit_s"] <= run["wall_s"]
     assert rows["pymc-advi"]["runs"] == [] and rows["pymc-advi"]["skipped"]
 

@@ -19,6 +19,8 @@ needs the relative, log-diagonal coordinates.
 
 from __future__ import annotations
 
+import functools
+
 import autograd.numpy as anp
 import numpy as np
 
@@ -153,16 +155,18 @@ class CholeskyGaussian:
 
 
 def lower_from(diag_log, off, dim: int):
-    """Lower-triangular matrix with diagonal exp(diag_log), built row by row (autograd has no
-    in-place writes; np.tril_indices(dim, -1) lists row i's entries contiguously)."""
-    diag = anp.exp(diag_log)
-    rows = []
-    for i in range(dim):
-        start = i * (i - 1) // 2
-        rows.append(
-            anp.concatenate([off[start : start + i], diag[i : i + 1], np.zeros(dim - i - 1)])
-        )
-    return anp.stack(rows)
+    """Lower-triangular matrix with diagonal exp(diag_log) and rows of `off` below it
+    (np.tril_indices(dim, -1) order), by one gather: autograd has no in-place writes, and
+    building it row by row costs a traced primitive per row."""
+    flat = anp.concatenate([np.zeros(1), anp.exp(diag_log), off])
+    return anp.reshape(flat[_lower_positions(dim)], (dim, dim))
+
+
+@functools.cache
+def _lower_positions(dim: int) -> np.ndarray:
+    """Where each entry of a dim x dim lower-triangular matrix sits in (0, diagonal, off)."""
+    i, j = np.indices((dim, dim))
+    return np.where(j == i, 1 + i, np.where(j < i, 1 + dim + i * (i - 1) // 2 + j, 0)).ravel()
 
 
 class FullRankGaussian:

@@ -9,7 +9,8 @@
    grown until q settles (ppl.inference.saa).
 4. Beyond mean-field (the caller, ppl.pipeline, checks PSIS k-hat and keeps the higher ELBO):
    `richer` fits a full-rank Gaussian the same way, from the better of the Laplace
-   approximation and q; `linear_response` gives q's means with its linear-response covariance.
+   approximation and q, `low_rank` a low-rank-plus-diagonal one (for models too large for
+   full rank); `linear_response` gives q's means with its linear-response covariance.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ppl.families.gaussian import FullRankGaussian
+from ppl.families.lowrank import LowRankGaussian, initial_factor
 from ppl.inference.draws import fixed_normal_draws
 from ppl.inference.hessian import hessian_by_hvp
 from ppl.inference.mode import find_mode
@@ -34,6 +36,10 @@ FULL_RANK_MAX_DRAWS = 512
 LR_MIN_DRAWS = 32
 #: Probe draws that rank the candidate starts by their ELBO.
 PROBE_DRAWS = 64
+#: Columns of the low-rank-plus-diagonal family's factor.
+LOW_RANK = 8
+#: The largest draw set of the low-rank fit.
+LOW_RANK_MAX_DRAWS = 512
 
 
 def mode_hessian(log_joint: Callable, point: np.ndarray) -> np.ndarray | None:
@@ -165,8 +171,35 @@ def richer(log_joint: Callable, first: SGVBResult, *, seed: int = 0) -> VIResult
     scores = [elbo_on(log_joint, f, f.initial(), probe) for f in families]
     family = families[int(np.argmax(scores))]
     first_draws = max(FIRST_DRAWS, 2 * start.dim)
+    return _gaussian_fit(log_joint, family, seed=seed, first_draws=first_draws,
+                         max_draws=FULL_RANK_MAX_DRAWS)  # fmt: skip
+
+
+def low_rank(log_joint: Callable, first: SGVBResult, *, seed: int = 0,
+             covariance: np.ndarray | None = None) -> VIResult:  # fmt: skip
+    """A low-rank-plus-diagonal Gaussian (ppl.families.lowrank) by L-BFGS on a fixed-draw ELBO
+    with growing draws, from the first fit's means and sds, its factor started along the
+    leading directions of `covariance` (e.g. the linear-response one) or, without it, of the
+    Laplace approximation's, whichever the probe draws rank higher."""
+    info = first.polish or {}
+    start = as_gaussian(first)
+    rank = max(1, min(LOW_RANK, start.dim - 1))
+    lap = laplace_start(info.get("mode", start.mean), info.get("precision"))
+    covariances = [c for c in (covariance, None if lap is None else lap.cov) if c is not None]
+    families = [LowRankGaussian(start.mean, start.sd, initial_factor(start.sd, c, rank, seed))
+                for c in covariances or [None]]  # fmt: skip
+    probe = fixed_normal_draws(PROBE_DRAWS, families[0].dim, seed + 7)
+    scores = [elbo_on(log_joint, f, f.initial(), probe) for f in families]
+    family = families[int(np.argmax(scores))]
+    return _gaussian_fit(log_joint, family, seed=seed, first_draws=family.dim + 2,
+                         max_draws=LOW_RANK_MAX_DRAWS)  # fmt: skip
+
+
+def _gaussian_fit(log_joint: Callable, family, *, seed: int, first_draws: int,
+                  max_draws: int) -> VIResult:  # fmt: skip
+    """A Gaussian family fitted on fixed draws, as a full-covariance VIResult."""
     fit = fit_fixed_draws(log_joint, family, family.initial(), seed=seed, first_draws=first_draws,
-                          max_draws=FULL_RANK_MAX_DRAWS, max_iter=500)
+                          max_draws=max_draws, max_iter=500)  # fmt: skip
     mean, L = family.mean_scale(fit.theta)
     q = VIResult("fullrank", mean, L, fit.elbo_trace, fit.elbo, fit.iterations, fit.grad_evals,
                  fit.converged, 0.0, fit.seconds, list(fit.warnings))  # fmt: skip

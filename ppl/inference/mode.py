@@ -62,7 +62,7 @@ def find_mode(
         return -log_joint(z.reshape(1, dim))[0]
 
     opt, best, value = minimise(negative_log_joint, start, max_iter=max_iter, ftol=1e-12,
-                                gtol=1e-8)  # fmt: skip
+                                gtol=1e-8, numpy_lbfgs=True)  # fmt: skip
     point = start if best is None else best
     return Mode(point, -float(value), start, calls["n"] + used, int(opt.nit),
                 reached_optimum(opt))  # fmt: skip

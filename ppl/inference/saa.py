@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import autograd.numpy as anp
 import numpy as np
-from autograd import value_and_grad
+from autograd import grad, value_and_grad
 from autograd.tracer import getval
 
 from ppl.inference.deterministic import guarded_mean, minimise, reached_optimum
@@ -198,7 +198,8 @@ def _solve(objective: Callable, theta: np.ndarray, max_iter: int, looseness: flo
     if not np.isfinite(offset):
         offset = 0.0
     opt, best, value = minimise(lambda th: objective(th) - offset, theta, max_iter=max_iter,
-                                ftol=1e-5 * looseness, gtol=1e-5 * looseness)  # fmt: skip
+                                ftol=1e-5 * looseness, gtol=1e-5 * looseness,
+                                numpy_lbfgs=True)  # fmt: skip
     return opt, best, value + offset
 
 
@@ -209,17 +210,67 @@ def _negative_elbo(log_joint: Callable, family, eps: np.ndarray, counter: dict, 
     slopes = None
     if theta0 is not None and len(getattr(family, "control_columns", lambda: [])()):
         slopes = _control_slopes(log_joint, family, eps, np.asarray(theta0, dtype=float))
+    return NegativeElbo(log_joint, family, eps, counter, slopes)
 
-    def negative_elbo(theta):
-        counter["evals"] += len(eps)
-        zeta, entropy = family.draws(theta, eps)
-        value = mean_log_joint(log_joint, zeta) + entropy
-        if slopes is not None:
-            sample_means = anp.mean(family.control_features(zeta), axis=0)
-            value = value - anp.sum(slopes * (sample_means - family.exact_means(theta)))
+
+#: Rows of draws per log-joint call when gradients at many points are batched into one call
+#: (as many as one 512-draw solve evaluates: no more memory than the fit itself needs).
+BATCH_ROWS = 512
+
+
+class NegativeElbo:
+    """-ELBO on fixed draws as a function of q's parameters (see _negative_elbo); `gradients`
+    takes it at many points in few log-joint calls."""
+
+    def __init__(self, log_joint: Callable, family, eps: np.ndarray, counter: dict, slopes):
+        self.log_joint, self.family, self.eps = log_joint, family, eps
+        self.counter, self.slopes = counter, slopes
+
+    def _terms(self, theta, zeta, entropy, mean_log_p):
+        value = mean_log_p + entropy
+        if self.slopes is not None:
+            sample_means = anp.mean(self.family.control_features(zeta), axis=0)
+            value = value - anp.sum(self.slopes * (sample_means - self.family.exact_means(theta)))
         return -value
 
-    return negative_elbo
+    def __call__(self, theta):
+        self.counter["evals"] += len(self.eps)
+        zeta, entropy = self.family.draws(theta, self.eps)
+        return self._terms(theta, zeta, entropy, mean_log_joint(self.log_joint, zeta))
+
+    def gradients(self, thetas: np.ndarray) -> np.ndarray:
+        """Rows: the gradient at each row of `thetas`, the draws of all of a chunk of rows
+        through one log-joint call (the per-call cost of the log joint, not its rows, is what a
+        small model's gradient costs). A chunk with a non-finite density is redone one point at
+        a time, through the guarded objective."""
+        thetas = np.atleast_2d(np.asarray(thetas, dtype=float))
+        S = len(self.eps)
+        per_call = max(1, BATCH_ROWS // S)
+        out = np.empty_like(thetas)
+        for lo in range(0, len(thetas), per_call):
+            chunk = thetas[lo : lo + per_call]
+            g = self._chunk_gradients(chunk)
+            if g is None:
+                g = np.array([grad(self)(th) for th in chunk])
+            else:
+                self.counter["evals"] += S * len(chunk)
+            out[lo : lo + len(chunk)] = g
+        return out
+
+    def _chunk_gradients(self, chunk: np.ndarray):
+        S, finite = len(self.eps), [True]
+
+        def total(points):
+            rows = [self.family.draws(points[k], self.eps) for k in range(len(chunk))]
+            values = self.log_joint(anp.concatenate([zeta for zeta, _ in rows]))
+            finite[0] = bool(np.all(np.isfinite(getval(values))))
+            means = anp.mean(anp.reshape(values, (len(chunk), S)), axis=1)
+            return anp.sum(anp.stack([self._terms(points[k], zeta, entropy, means[k])
+                                      for k, (zeta, entropy) in enumerate(rows)]))  # fmt: skip
+
+        with np.errstate(all="ignore"):
+            g = np.asarray(grad(total)(chunk), dtype=float)
+        return g if finite[0] and np.all(np.isfinite(g)) else None
 
 
 #: Draws of the check that a solve with control variates did not game them.
