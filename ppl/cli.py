@@ -289,44 +289,20 @@ def _validate_options(args):
                            "(not with --scheduler)")  # fmt: skip
 
 
-#: The progress bar appears once a fit has run this long (seconds): a quicker one shows none,
-#: and does not pay for importing tqdm.
+#: A terminal shows the fit's phases once it has run this long (seconds): a quicker fit shows
+#: nothing. In a log, a line per phase from LOG_AFTER seconds on.
 BAR_DELAY = 0.5
+LOG_AFTER = 10.0
 
 
-def _progress_bar(total: int, quiet: bool):
+def _progress_lines(quiet: bool):
+    """The fit's phases on stderr (ppl.progress.StatusLines), or none with --quiet."""
     if quiet:
         return None, lambda: None
-    state = {"last": 0, "bar": None, "start": time.perf_counter()}
+    from ppl.progress import StatusLines
 
-    def progress(iteration: int, elbo):
-        bar = state["bar"]
-        if bar is None:
-            if time.perf_counter() - state["start"] < BAR_DELAY:
-                return
-            from tqdm import tqdm
-
-            bar = state["bar"] = tqdm(
-                total=total,
-                file=sys.stderr,
-                desc="fit",
-                unit="it",
-                mininterval=0.25,
-                leave=False,
-                dynamic_ncols=True,
-            )
-        step = iteration - state["last"]
-        if step > 0:
-            bar.update(step)
-            state["last"] = iteration
-        if elbo is not None:
-            bar.set_postfix_str(f"ELBO {elbo:.6g}", refresh=False)
-
-    def close():
-        if state["bar"] is not None:
-            state["bar"].close()
-
-    return progress, close
+    lines = StatusLines(sys.stderr, sys.stderr.isatty(), delay=BAR_DELAY, log_after=LOG_AFTER)
+    return lines, lines.close
 
 
 def cmd_fit(args) -> int:
@@ -410,7 +386,7 @@ def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
         )  # fmt: skip
     else:
         model = build(args.model, args.data, _sets(args.set), seed=args.seed)
-    progress, close = _progress_bar(args.iter, args.quiet or not sys.stderr.isatty())
+    progress, close = _progress_lines(args.quiet)
     try:
         with signals, _pointing_to(checkpointer):
             result = fit(

@@ -17,6 +17,7 @@ from ppl.errors import FitError, ModelError, PplError
 from ppl.families.choice import choose_families, family_of
 from ppl.families.composite import MixedFamily, blocks_of
 from ppl.inference.result import VIResult
+from ppl.progress import start_phase
 
 
 def elbo_sample_rows(batch: int) -> int:
@@ -231,10 +232,12 @@ def fit(
                   for lat in model.latents}  # fmt: skip
     if vi_method != "dsvi" or batch is None:
         log_joint = partial(model.log_joint, binary=bool(binary))
+    start_phase(progress, f"PSIS check of q's {draws} draws", "ELBO")
     result = _result(model, vi, vi_method, chosen, log_joint, rng, draws=draws, seed=seed,
                      seconds=seconds, refinement=refine_info, elbo_rows=elbo_rows)  # fmt: skip
     if vi_method == "auto" and not families:
-        return _richer_if_better(result, log_joint, rng, seed=int(rng.integers(2**31)))
+        return _richer_if_better(result, log_joint, rng, seed=int(rng.integers(2**31)),
+                                 progress=progress)  # fmt: skip
     if (
         method == "auto"
         and not binary
@@ -285,7 +288,8 @@ def _result(model, vi, vi_method, chosen, log_joint, rng, *, draws, seed, second
                      refinement, elbo_rows, diagnostics)  # fmt: skip
 
 
-def _richer_if_better(first: FitResult, log_joint, rng, *, seed: int) -> FitResult:
+def _richer_if_better(first: FitResult, log_joint, rng, *, seed: int,
+                      progress=None) -> FitResult:  # fmt: skip
     """The deterministic road's covariances beyond mean-field. Where k-hat is not good (> 0.5;
     k-hat near 0.7 is too noisy a line between keeping a mean-field q and correcting it):
     D <= FULL_RANK_MAX_DIM, a full-rank Gaussian on a fixed-draw ELBO from the better of the
@@ -325,6 +329,7 @@ def _richer_if_better(first: FitResult, log_joint, rng, *, seed: int) -> FitResu
         if name == LOW_RANK and best is not first and best.diagnostics["khat"] <= USABLE:
             break  # the linear-response covariance made q usable
         start = time.perf_counter()
+        start_phase(progress, f"a {name}, and its PSIS check")
         try:
             with np.errstate(all="ignore"):
                 q = make()
@@ -345,6 +350,10 @@ def _richer_if_better(first: FitResult, log_joint, rng, *, seed: int) -> FitResu
         slack = 2 * min(errors) if name == FULL_RANK else -1e-6  # not for a rounding error
         if theirs is not None and (mine is None or theirs > mine - slack):
             tried.append(f"a {name} ({q.grad_evals} gradient evaluations) was kept: {verdict}")
+            # elbo.csv: the first fit's trace, then the candidate's after it
+            last = first.vi.elbo_trace[-1][0] if first.vi.elbo_trace else 0
+            q.elbo_trace = list(first.vi.elbo_trace) + [(last + 1 + i, e) for i, e in
+                                                        (q.elbo_trace or [(0, theirs)])]
             best = _result(model, q, "fullrank", gaussian, log_joint, rng, draws=draws,
                            seed=first.seed, seconds=time.perf_counter() - start + best.seconds,
                            refinement=first.refinement, checked=checked)  # fmt: skip

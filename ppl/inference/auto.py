@@ -66,7 +66,7 @@ def fit_auto(
     progress: Callable[[int, float | None], None] | None = None,
 ) -> SGVBResult:
     """Steps 1-3 above; the result's `polish` dict records the road (mode, rounds, Hessian)."""
-    mode = find_mode(log_joint, init, rng)
+    mode = find_mode(log_joint, init, rng, progress=progress)
     precision = mode_hessian(log_joint, mode.point)
     hvp_evals = 2 * dim if precision is not None else 0
     curvature = np.diag(precision) if precision is not None else np.ones(dim)

@@ -67,8 +67,10 @@ def lbfgs(
     memory: int = 30,
     ftol: float = 2.2e-9,
     gtol: float = 1e-5,
+    callback: Callable[[int, float], None] | None = None,
 ) -> LBFGSResult:
-    """Minimise fun (returning value and gradient) from x0."""
+    """Minimise fun (returning value and gradient) from x0; `callback(iteration, value)` after
+    every iteration."""
     x = np.array(x0, dtype=float)
     f, g = _evaluate(fun, x)
     nfev, nit = 1, 0
@@ -104,6 +106,8 @@ def lbfgs(
         nit += 1
         gain = (f - f_new) / max(abs(f), abs(f_new), 1.0)
         x, f, g = x_new, f_new, g_new
+        if callback is not None:
+            callback(nit, f)
         if gain <= ftol:
             message, success = "relative reduction of f below ftol", True
             break

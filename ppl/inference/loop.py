@@ -40,6 +40,7 @@ from ppl.errors import FitError
 from ppl.inference.optimizers import make_optimizer
 from ppl.inference.stepsize import ETA_GRID, StanStepSize
 from ppl.inference.stopping import StoppingRule
+from ppl.progress import start_phase
 
 _MAX_CONSECUTIVE_FAILURES = 10  # Stan retries a failed gradient up to 10 times
 _MAX_HALVINGS = 30  # eta shrinks by 2^30 ~ 1e9 at most before we give up
@@ -216,6 +217,7 @@ def run(
             raise FitError(objective.cannot_start(theta0) + " " + ADVICE)
         adapt_used, trials = 0, []
         if eta is None:
+            start_phase(progress, "step-size adaptation (Stan's eta grid)")
             eta, adapt_used, trials = adapt_eta(
                 objective, theta0, elbo0, adapt_iter, adapt_seed, schedule
             )
@@ -234,6 +236,8 @@ def run(
             adapt_used=adapt_used,
             trials=trials,
         )
+
+    start_phase(progress, f"stochastic ELBO optimisation (eta {s.eta:g})")
 
     def snapshot() -> dict:
         s.seconds = time.perf_counter() - start

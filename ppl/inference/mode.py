@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ppl.inference.deterministic import minimise, reached_optimum
+from ppl.progress import start_phase
 
 #: Stan's default: draws of the initial point before giving up on a non-finite density.
 INIT_TRIES = 100
@@ -51,8 +52,10 @@ def find_mode(
     rng: np.random.Generator,
     *,
     max_iter: int = 400,
+    progress=None,
 ) -> Mode:
     """Maximise the unconstrained log joint from `init` (or a finite start near it)."""
+    start_phase(progress, "mode by L-BFGS", "log density")
     start, used = finite_start(log_joint, init, rng)
     calls = {"n": 0}
     dim = len(start)
@@ -61,8 +64,9 @@ def find_mode(
         calls["n"] += 1
         return -log_joint(z.reshape(1, dim))[0]
 
+    shown = None if progress is None else (lambda it, value: progress(it, -value))
     opt, best, value = minimise(negative_log_joint, start, max_iter=max_iter, ftol=1e-12,
-                                gtol=1e-8, numpy_lbfgs=True)  # fmt: skip
+                                gtol=1e-8, numpy_lbfgs=True, callback=shown)  # fmt: skip
     point = start if best is None else best
     return Mode(point, -float(value), start, calls["n"] + used, int(opt.nit),
                 reached_optimum(opt))  # fmt: skip

@@ -24,6 +24,7 @@ from autograd.tracer import getval
 from ppl.inference.deterministic import guarded_mean, minimise, reached_optimum
 from ppl.inference.draws import fixed_normal_draws
 from ppl.inference.sgvb import MixedFamily, SGVBResult
+from ppl.progress import start_phase
 
 #: Draws of the first solve, and the growth factor between solves.
 FIRST_DRAWS, GROWTH = 8, 4
@@ -147,13 +148,23 @@ def fit_fixed_draws(
     eps = whitened_draws(first_draws, family.dim, round_seed)
     while True:
         before = theta
+        start_phase(progress, f"ELBO on {len(eps)} fixed draws (L-BFGS)")
+        done = iterations
+
+        def step(nit: int, value: float) -> None:
+            trace.append((done + nit, -float(value)))  # noqa: B023 - this round's solve
+            if progress is not None:
+                progress(done + nit, -float(value))  # noqa: B023
+
+        mark = len(trace)
         objective = _negative_elbo(log_joint, family, eps, counter, theta if controls else None)
-        opt, best, value = _solve(objective, theta, max_iter, first_draws / len(eps))
+        opt, best, value = _solve(objective, theta, max_iter, first_draws / len(eps), step)
         if controls and best is not None and _exploited(log_joint, family, before, best, seed):
             # the fixed coefficients let the optimiser game the control variates: drop them
             controls = False
+            del trace[mark:]
             objective = _negative_elbo(log_joint, family, eps, counter)
-            opt, best, value = _solve(objective, theta, max_iter, first_draws / len(eps))
+            opt, best, value = _solve(objective, theta, max_iter, first_draws / len(eps), step)
         iterations += int(opt.nit)
         if best is not None:
             theta = best
@@ -161,9 +172,8 @@ def fit_fixed_draws(
         moved = movement(family.changes(before, theta)) if rounds else np.inf
         rounds.append({"draws": len(eps), "iterations": int(opt.nit), "elbo": -float(value),
                        "moved": moved})  # fmt: skip
-        trace.append((iterations, -float(value)))
-        if progress is not None:
-            progress(iterations, -float(value))
+        if not trace or trace[-1] != (iterations, -float(value)):
+            trace.append((iterations, -float(value)))  # the round's optimum (its best point)
         if moved <= MOVE_TOL:
             settled = True
             break
@@ -189,7 +199,8 @@ def fit_fixed_draws(
     return result
 
 
-def _solve(objective: Callable, theta: np.ndarray, max_iter: int, looseness: float):
+def _solve(objective: Callable, theta: np.ndarray, max_iter: int, looseness: float,
+           step: Callable[[int, float], None] | None = None):  # fmt: skip
     """L-BFGS on the objective less its value at the start, so that scipy's relative ftol acts
     on the gain in nats (an ELBO of -13,000 would otherwise stop 10^-2 nats early); a solve on
     few draws need not be more precise than they are (`looseness` = first draws / draws)."""
@@ -197,9 +208,10 @@ def _solve(objective: Callable, theta: np.ndarray, max_iter: int, looseness: flo
         offset = float(objective(theta))
     if not np.isfinite(offset):
         offset = 0.0
+    shifted = None if step is None else (lambda it, value: step(it, value + offset))
     opt, best, value = minimise(lambda th: objective(th) - offset, theta, max_iter=max_iter,
                                 ftol=1e-5 * looseness, gtol=1e-5 * looseness,
-                                numpy_lbfgs=True)  # fmt: skip
+                                numpy_lbfgs=True, callback=shifted)  # fmt: skip
     return opt, best, value + offset
 
 
