@@ -24,6 +24,7 @@ __all__ = [
     "erfc",
     "erfcinv",
     "expit",
+    "log_expit",
     "gamma",
     "gammaln",
     "logit",
@@ -93,6 +94,10 @@ expit = primitive(_scipy("expit"))
 
 defvjp(logit, lambda ans, x: lambda g: g / (x * (1 - x)))
 defvjp(expit, lambda ans, x: lambda g: g * ans * (1 - ans))
+# log(expit(x)) in one C loop: the Bernoulli-logit likelihood of every data row and draw, where
+# -logaddexp(0, -x) costs several passes over an (S, N) array and as many again in reverse
+log_expit = primitive(_scipy("log_expit"))
+defvjp(log_expit, lambda ans, x: lambda g: g * expit(-x))
 
 # ---- logsumexp -----------------------------------------------------------------------------------
 logsumexp = primitive(_scipy("logsumexp"))

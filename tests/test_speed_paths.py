@@ -148,3 +148,20 @@ def test_check_is_quiet_for_a_good_model(capsys):
     folder = "models/posteriordb/garch-garch11"
     assert main(["check", f"{folder}/model.stan", f"{folder}/data.json"]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+def test_data_matrix_times_a_batch_of_vectors_is_one_product():
+    """X * beta with data X and a batch of draws of beta: the GEMM path gives the stacked
+    matrix-vector products, values and gradients (and row_vector * X likewise)."""
+    from ppl.functions import matmul
+    from ppl.types import SType
+
+    rng = np.random.default_rng(3)
+    X, B = rng.normal(size=(50, 4)), rng.normal(size=(6, 4))
+    mat, vec, row = SType("real", "matrix", 0), SType("real", "vector", 0), \
+        SType("real", "row_vector", 0)  # fmt: skip
+    np.testing.assert_allclose(matmul(X, mat, B, vec), np.einsum("nk,sk->sn", X, B), rtol=1e-12)
+    np.testing.assert_allclose(matmul(B, row, X.T, mat), B @ X.T, rtol=1e-12)
+    W = rng.normal(size=(6, 50))
+    g = autograd.grad(lambda b: anp.sum(W * matmul(X, mat, b, vec)))(B)
+    np.testing.assert_allclose(g, W @ X, rtol=1e-12)

@@ -11,7 +11,7 @@ from typing import Any
 import autograd.numpy as np
 import numpy as onp
 
-from ppl.special import betaln, expit, gammaln, logsumexp
+from ppl.special import betaln, expit, gammaln, log_expit, logsumexp
 
 from .base import (
     Distribution,
@@ -91,8 +91,10 @@ class BernoulliLogit(Distribution):
     def _log_prob(self, y: Any, alpha: Any) -> Any:
         y = raw(y)
         ok = (y == 0) | (y == 1)
+        if onp.all(ok):  # data checked against its bounds: no -inf to place
+            return log_expit((2.0 * y - 1.0) * alpha)
         sign = safe(ok, 2.0 * y - 1.0, 1.0)
-        return where_support(ok, -np.logaddexp(0.0, -sign * alpha))
+        return where_support(ok, log_expit(sign * alpha))
 
     def sample(self, rng: onp.random.Generator, alpha: Any, size: Any = None) -> Any:
         return _int_draw(size, (alpha,), lambda s, a: rng.binomial(1, expit(a), size=s))
