@@ -14,6 +14,7 @@ import numpy as np
 from ppl import __version__
 from ppl.checkpoint import Interrupted
 from ppl.errors import PplError
+from ppl.limits import LIMITS, Limits
 
 #: Longest line of a message printed as it is; longer ones (a 10^7-character source line) are cut.
 MESSAGE_LINE = 300
@@ -61,6 +62,21 @@ def _add_common(p):
         default=[],
         metavar="NAME=VALUE",
         help="give a scalar data value, e.g. --set N=10",
+    )
+    p.add_argument(
+        "--max-loop-iterations",
+        type=int,
+        metavar="N",
+        help="loop iterations (for, while, foreach; a vectorised loop counts its rows) allowed in "
+        "one run of a block before it stops with an error "
+        f"(default {Limits.max_loop_iterations:.0e})",
+    )
+    p.add_argument(
+        "--max-memory",
+        type=float,
+        metavar="GB",
+        help="memory budget of one array, a data file or the draws, checked before allocating "
+        f"(default {Limits.max_bytes / 2**30:g} GiB)",
     )
 
 
@@ -256,7 +272,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _set_limits(args) -> None:
+    """The run's limits: the defaults, or what --max-loop-iterations / --max-memory say."""
+    vars(LIMITS).update(vars(Limits()))
+    loops, memory = getattr(args, "max_loop_iterations", None), getattr(args, "max_memory", None)
+    if loops is not None:
+        if loops < 1:
+            raise PplError("--max-loop-iterations must be at least 1")
+        LIMITS.max_loop_iterations = loops
+    if memory is not None:
+        if not (memory > 0 and np.isfinite(memory)):
+            raise PplError("--max-memory must be a positive number of GiB")
+        LIMITS.max_bytes = int(min(memory, 2.0**40) * 2**30)
+
+
 def _validate_options(args):
+    _set_limits(args)
     if getattr(args, "iter", 1) is not None and args.command == "fit":
         if args.iter < 1:
             raise PplError("--iter must be at least 1")
@@ -560,6 +591,11 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except RecursionError:
         print("error: the model is nested too deeply to compile", file=sys.stderr)
+        return 2
+    except MemoryError:  # a size no check foresaw: still the input's size, not a bug
+        print(f"error: out of memory after {time.perf_counter() - start:.1f} s: the model, data "
+              "or options need more memory than the machine has; reduce the sizes or --draws",
+              file=sys.stderr)  # fmt: skip
         return 2
     except Exception as e:  # noqa: BLE001 - a bug of ours: say so in one line, no traceback
         if os.environ.get("PPL_DEBUG"):

@@ -17,6 +17,7 @@ from lark import Lark, Transformer, v_args
 
 from ppl import ast
 from ppl.errors import ModelSyntaxError
+from ppl.limits import LIMITS, read_limited
 from ppl.types import SPEC_KIND
 
 _GRAMMAR_FILE = "stan.lark"
@@ -517,7 +518,7 @@ def parse(source: str, filename: str = "<model>") -> ast.Program:
 def parse_file(path: str) -> ast.Program:
     """Read and parse a `.model` or `.stan` file."""
     try:
-        source = Path(path).read_text(encoding="utf-8")
+        source = read_limited(path, LIMITS.max_model_bytes, "model file").decode("utf-8")
     except FileNotFoundError:
         raise ModelSyntaxError(f"{path}: model file not found") from None
     except (OSError, UnicodeDecodeError) as e:

@@ -19,6 +19,7 @@ from ppl.families.composite import MixedFamily, blocks_of
 from ppl.inference.advi import fit_advi
 from ppl.inference.refine import polish
 from ppl.inference.result import VIResult
+from ppl.limits import check_values
 
 
 def elbo_sample_rows(batch: int) -> int:
@@ -102,6 +103,9 @@ def fit(
         )
     if model.dim == 0:
         raise ModelError("the model has no parameters to fit")
+    check_values(f"--draws {draws} of {model.dim} parameters", float(draws) * model.dim)
+    if method == "fullrank":
+        check_values(f"a full-rank covariance of {model.dim} parameters", float(model.dim) ** 2)
     hyper = [lat for lat in model.latents if lat.hyper]
     if hyper and method != "dsvi":
         raise ModelError(

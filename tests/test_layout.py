@@ -18,7 +18,18 @@ PACKAGE = Path(__file__).resolve().parent.parent / "ppl"
 #: ("ppl.inference" covers ppl.inference.*); "ppl" itself (the package's __init__) only itself.
 #: Within a stage imports may go either way (the cycle check still applies).
 STAGES: list[tuple[str, list[str]]] = [
-    ("foundation", ["ppl", "ppl.errors", "ppl.types", "ppl.ast", "ppl.special", "ppl.stan_index"]),
+    (
+        "foundation",
+        [
+            "ppl",
+            "ppl.errors",
+            "ppl.limits",
+            "ppl.types",
+            "ppl.ast",
+            "ppl.special",
+            "ppl.stan_index",
+        ],
+    ),
     ("parser", ["ppl.parser"]),
     (
         "library",
