@@ -20,6 +20,7 @@ from ppl.inference.advi import fit_advi
 from ppl.inference.refine import polish
 from ppl.inference.result import VIResult
 from ppl.limits import check_values
+from ppl.trust import check_result, refuse_improper
 
 
 def elbo_sample_rows(batch: int) -> int:
@@ -56,6 +57,8 @@ class FitResult:
     diagnostics: dict = field(default_factory=dict)  # PSIS k-hat and more (ppl.diagnostics)
     notes: list[str] = field(default_factory=list)  # what `auto` decided, for the user
     description: str | None = None  # how q was made, when the method's name does not say
+    doubts: list[str] = field(default_factory=list)  # why a fit is not converged (ppl.trust)
+    rule_met: bool | None = None  # the method's own verdict, before ppl.trust's doubts
 
 
 def fit(
@@ -104,6 +107,7 @@ def fit(
     if model.dim == 0:
         raise ModelError("the model has no parameters to fit")
     check_values(f"--draws {draws} of {model.dim} parameters", float(draws) * model.dim)
+    refuse_improper(model)
     if method == "fullrank":
         check_values(f"a full-rank covariance of {model.dim} parameters", float(model.dim) ** 2)
     hyper = [lat for lat in model.latents if lat.hyper]
@@ -562,5 +566,6 @@ def _fit_mixed(model, chosen, init, rng, *, grad_samples, **options):
 
 
 def check_finite_result(result: FitResult) -> None:
-    if not np.isfinite(result.vi.elbo):
-        raise FitError("the final ELBO is not finite; the fit cannot be trusted")
+    """Before a fit is reported: refused when it produced nothing usable, marked NOT converged
+    when its own numbers contradict convergence (ppl.trust)."""
+    check_result(result)

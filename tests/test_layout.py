@@ -53,7 +53,7 @@ STAGES: list[tuple[str, list[str]]] = [
     # the fit loops' saved state: the stochastic loop (ppl.inference.loop) writes a Checkpointer
     ("checkpoint", ["ppl.checkpoint"]),
     ("inference", ["ppl.inference"]),
-    ("diagnostics", ["ppl.diagnostics", "ppl.summary"]),
+    ("diagnostics", ["ppl.diagnostics", "ppl.summary", "ppl.trust"]),
     ("distributed", ["ppl.distributed"]),
     ("build", ["ppl.build"]),
     ("fit", ["ppl.pipeline"]),
