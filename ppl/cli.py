@@ -13,7 +13,7 @@ import numpy as np
 
 from ppl import __version__
 from ppl.checkpoint import Interrupted
-from ppl.errors import PplError
+from ppl.errors import FitError, PplError
 from ppl.limits import LIMITS, Limits
 
 #: Longest line of a message printed as it is; longer ones (a 10^7-character source line) are cut.
@@ -577,7 +577,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nstopped: {e}", file=sys.stderr)
         return e.exit_code
     except PplError as e:
-        print(f"error: {printable(str(e))}", file=sys.stderr)
+        message = str(e)
+        model = getattr(args, "model", None)
+        if isinstance(e, FitError) and model and model not in message:
+            message = f"{model}: {message}"  # a fit's trouble belongs to its model
+        print(f"error: {printable(message)}", file=sys.stderr)
         return e.exit_code
     except BrokenPipeError:  # `ppl fit ... | head`: the reader left; not an error of ours
         sys.stderr.close()
@@ -590,7 +594,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\ninterrupted after {time.perf_counter() - start:.1f} s; {what}", file=sys.stderr)
         return 130
     except RecursionError:
-        print("error: the model is nested too deeply to compile", file=sys.stderr)
+        from ppl.parser import TOO_DEEP
+
+        where = f"{args.model}: " if getattr(args, "model", None) else ""
+        print(f"error: {where}{TOO_DEEP}", file=sys.stderr)
         return 2
     except MemoryError:  # a size no check foresaw: still the input's size, not a bug
         print(f"error: out of memory after {time.perf_counter() - start:.1f} s: the model, data "

@@ -107,6 +107,9 @@ def fit(
     if model.dim == 0:
         raise ModelError("the model has no parameters to fit")
     check_values(f"--draws {draws} of {model.dim} parameters", float(draws) * model.dim)
+    if grad_samples is not None:
+        check_values(f"--grad-samples {grad_samples} of {model.dim} parameters",
+                     float(grad_samples) * model.dim)  # fmt: skip
     refuse_improper(model)
     if method == "fullrank":
         check_values(f"a full-rank covariance of {model.dim} parameters", float(model.dim) ** 2)

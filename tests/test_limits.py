@@ -100,3 +100,25 @@ def test_a_type_with_no_empty_value_refuses_size_zero(tmp_path, kind):
     _fails_fast(["fit", model], "m.model:1:", f"a {kind} needs at least 1 element, got 0")
     data = _model(tmp_path, f"data {{ int K; {kind}[K] s; }}\n" + PARAM, "d.model")
     _fails_fast(["check", data, "--set", "K=0"], "line 1", f"a {kind} needs at least 1")
+
+
+@pytest.mark.parametrize("literal", ["9" * 5000, "2147483648", "99999999999999999999"])
+def test_an_integer_literal_over_stans_range_is_a_located_error(tmp_path, literal):
+    """Over 4,300 digits was an internal error (Python's int-from-string limit)."""
+    model = _model(tmp_path, f"transformed data {{ int n = {literal}; }}\n" + PARAM)
+    _fails_fast(["check", model], "m.model:1:28: integer literal", "over Stan's int range")
+    ok = _model(tmp_path, "transformed data { int n = 2147483647; }\n" + PARAM, "ok.model")
+    assert run_main(["check", ok])[0] == 0
+
+
+@pytest.mark.parametrize(
+    "statement",
+    ["if (0) {} " + "else if (0) {} " * 3000, "real z = " + "0 ? 1 : " * 3000 + "2;",
+     "{" * 3000 + "}" * 3000],
+)  # fmt: skip
+def test_deep_nesting_is_a_user_error_naming_the_file(tmp_path, statement):
+    """else-if chains and ?: of 500 and more were internal errors (recursion)."""
+    model = _model(
+        tmp_path, f"parameters {{ real mu; }}\nmodel {{ mu ~ normal(0, 1); {statement} }}\n"
+    )
+    _fails_fast(["fit", model], "m.model: the model is nested too deeply")
