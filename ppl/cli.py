@@ -293,6 +293,8 @@ def _validate_options(args):
             raise PplError("--iter must be at least 1")
         if args.draws < 1:
             raise PplError("--draws must be at least 1")
+        if args.seed < 0:
+            raise PplError("--seed must be a non-negative integer")
         if args.tol_rel_obj <= 0:
             raise PplError("--tol-rel-obj must be positive")
         if args.eta is not None and not (args.eta > 0 and np.isfinite(args.eta)):

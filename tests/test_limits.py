@@ -122,3 +122,8 @@ def test_deep_nesting_is_a_user_error_naming_the_file(tmp_path, statement):
         tmp_path, f"parameters {{ real mu; }}\nmodel {{ mu ~ normal(0, 1); {statement} }}\n"
     )
     _fails_fast(["fit", model], "m.model: the model is nested too deeply")
+
+
+def test_a_negative_seed_is_a_user_error(tmp_path):
+    """Found by benchmarks/fuzz.py: numpy's 'expected non-negative integer' was a bug report."""
+    _fails_fast(["fit", _model(tmp_path, PARAM), "--seed", "-1"], "--seed must be a non-negative")
