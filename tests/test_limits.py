@@ -127,3 +127,13 @@ def test_deep_nesting_is_a_user_error_naming_the_file(tmp_path, statement):
 def test_a_negative_seed_is_a_user_error(tmp_path):
     """Found by benchmarks/fuzz.py: numpy's 'expected non-negative integer' was a bug report."""
     _fails_fast(["fit", _model(tmp_path, PARAM), "--seed", "-1"], "--seed must be a non-negative")
+
+
+def test_a_csv_header_with_a_huge_index_is_a_user_error(tmp_path):
+    """X.1000000000 in a header was a MemoryError (issue 23): K inferred from it is checked
+    against the memory budget before X is allocated."""
+    model = _model(tmp_path, "data { int N; int K; matrix[N, K] X; }\n" + PARAM)
+    csv = tmp_path / "x.csv"
+    csv.write_text("X.1,X.1000000000\n1,2\n")
+    _fails_fast(["check", model, str(csv)], "X (data { int N; int K; matrix[N, K] X; }, line 1)",
+                "size [1, 1000000000]: 7.45 GiB, over the memory budget")  # fmt: skip
