@@ -6,8 +6,10 @@ variational parameters, the step-size history, the random generators (the loop's
 minibatch sampler's), the ELBO trace and the counters. A fit of several loops (stages) keeps
 the results of the finished ones too, and a resumed fit takes them from it. Restoring the state
 and running on replays exactly the draws the uninterrupted run would have made, so the result is
-the same, bit for bit. It is pickled (a checkpoint is the
-user's own file, like a NumPy .npy with objects) to PATH.tmp and renamed over PATH: a crash while
+the same, bit for bit. It is pickled, and the pickle signed with HMAC-SHA256 under a per-user key
+(``$XDG_CACHE_HOME/ppl/checkpoint.key``, default ``~/.cache/ppl``, created mode 0600): unpickling
+runs code, so a file is unpickled only after its signature checks, and a crafted file is refused
+without running anything. The signed bytes go to PATH.tmp, renamed over PATH: a crash while
 writing leaves the previous checkpoint whole. A fingerprint of the model, the data files and the
 options that shape the fit is stored with it and compared on resume.
 
@@ -18,6 +20,7 @@ a final checkpoint and raises ``Interrupted``; a second one stops at once.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import os
 import pickle
 import signal
@@ -31,7 +34,10 @@ from typing import Any, Protocol
 
 from ppl.errors import PplError
 
-FORMAT = "ppl-checkpoint/1"
+FORMAT = "ppl-checkpoint/2"
+#: The file starts with this line, then the HMAC-SHA256 of the pickle under the user's key.
+MAGIC = b"ppl-checkpoint/2 hmac-sha256\n"
+KEY_BYTES = 32
 #: Data files up to this size are fingerprinted by their content, larger ones by size and mtime.
 HASHED_BYTES = 64 * 2**20
 
@@ -104,7 +110,7 @@ class Checkpointer:
             "state": state,
             "extras": {name: obj.get_state() for name, obj in self.extras.items()},
         }
-        write_atomic(self.path, pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
+        write_atomic(self.path, sign(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)))
         self.written += 1
 
     def restore_extras(self) -> None:
@@ -137,17 +143,73 @@ def write_atomic(path: Path, data: bytes) -> None:
         raise CheckpointError(f"{path}: cannot write the checkpoint ({e.strerror})") from None
 
 
-def load(path: Path, fingerprint: dict) -> dict:
-    """The checkpoint's payload, after checking that it belongs to this model, data and options."""
+def key_path() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "ppl" / "checkpoint.key"
+
+
+def user_key() -> bytes:
+    """The per-user signing key, created (mode 0600, never replaced) on first use. A key others
+    can read or write is refused: with it they could sign a checkpoint that runs code."""
+    path = key_path()
+    try:
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(os.urandom(KEY_BYTES))
+            try:
+                os.link(tmp, path)  # never over a key another process made meanwhile
+            except FileExistsError:
+                pass
+            finally:
+                os.unlink(tmp)
+        st = path.stat()
+        if st.st_mode & 0o077 or (hasattr(os, "getuid") and st.st_uid != os.getuid()):
+            raise CheckpointError(
+                f"{path}: the checkpoint key must belong to you and be private (chmod 600)"
+            )
+        key = path.read_bytes()
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot use the checkpoint key ({e.strerror})") from None
+    if len(key) < KEY_BYTES:
+        raise CheckpointError(f"{path}: the checkpoint key is damaged; delete it to make a new one")
+    return key
+
+
+def sign(data: bytes) -> bytes:
+    return MAGIC + hmac.new(user_key(), data, hashlib.sha256).digest() + data
+
+
+def read_payload(path: Path) -> Any:
+    """The unpickled checkpoint, unpickled only when its signature is this user's."""
     try:
         with open(path, "rb") as f:
-            payload = pickle.load(f)
+            blob = f.read()
     except FileNotFoundError:
         raise CheckpointError(f"--resume {path}: no such checkpoint file") from None
     except OSError as e:
         raise CheckpointError(f"--resume {path}: cannot read it ({e.strerror})") from None
+    digest_end = len(MAGIC) + hashlib.sha256().digest_size
+    if not blob.startswith(MAGIC) or len(blob) < digest_end:
+        raise CheckpointError(f"--resume {path}: not a ppl checkpoint of format {FORMAT}")
+    data = blob[digest_end:]
+    expected = hmac.new(user_key(), data, hashlib.sha256).digest()
+    if not hmac.compare_digest(blob[len(MAGIC) : digest_end], expected):
+        raise CheckpointError(
+            f"--resume {path}: not a ppl checkpoint signed by you (the signature does not match "
+            f"{key_path()}); it was not loaded"
+        )
+    try:
+        return pickle.loads(data)
     except (pickle.UnpicklingError, EOFError, AttributeError, ImportError, ValueError):
         raise CheckpointError(f"--resume {path}: not a ppl checkpoint (or a damaged one)") from None
+
+
+def load(path: Path, fingerprint: dict) -> dict:
+    """The checkpoint's payload, after checking that it belongs to this model, data and options."""
+    payload = read_payload(path)
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"--resume {path}: not a ppl checkpoint of format {FORMAT}")
     theirs = payload["fingerprint"]

@@ -13,7 +13,8 @@ import numpy as np
 
 from ppl import __version__
 from ppl.checkpoint import Interrupted
-from ppl.errors import PplError
+from ppl.errors import FitError, PplError
+from ppl.limits import LIMITS, Limits
 
 #: Longest line of a message printed as it is; longer ones (a 10^7-character source line) are cut.
 MESSAGE_LINE = 300
@@ -61,6 +62,21 @@ def _add_common(p):
         default=[],
         metavar="NAME=VALUE",
         help="give a scalar data value, e.g. --set N=10",
+    )
+    p.add_argument(
+        "--max-loop-iterations",
+        type=int,
+        metavar="N",
+        help="loop iterations (for, while, foreach; a vectorised loop counts its rows) allowed in "
+        "one run of a block before it stops with an error "
+        f"(default {Limits.max_loop_iterations:.0e})",
+    )
+    p.add_argument(
+        "--max-memory",
+        type=float,
+        metavar="GB",
+        help="memory budget of one array, a data file or the draws, checked before allocating "
+        f"(default {Limits.max_bytes / 2**30:g} GiB)",
     )
 
 
@@ -256,12 +272,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _set_limits(args) -> None:
+    """The run's limits: the defaults, or what --max-loop-iterations / --max-memory say."""
+    vars(LIMITS).update(vars(Limits()))
+    loops, memory = getattr(args, "max_loop_iterations", None), getattr(args, "max_memory", None)
+    if loops is not None:
+        if loops < 1:
+            raise PplError("--max-loop-iterations must be at least 1")
+        LIMITS.max_loop_iterations = loops
+    if memory is not None:
+        if not (memory > 0 and np.isfinite(memory)):
+            raise PplError("--max-memory must be a positive number of GiB")
+        LIMITS.max_bytes = int(min(memory, 2.0**40) * 2**30)
+
+
 def _validate_options(args):
+    _set_limits(args)
     if getattr(args, "iter", 1) is not None and args.command == "fit":
         if args.iter < 1:
             raise PplError("--iter must be at least 1")
         if args.draws < 1:
             raise PplError("--draws must be at least 1")
+        if args.seed < 0:
+            raise PplError("--seed must be a non-negative integer")
         if args.tol_rel_obj <= 0:
             raise PplError("--tol-rel-obj must be positive")
         if args.eta is not None and not (args.eta > 0 and np.isfinite(args.eta)):
@@ -522,7 +555,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nstopped: {e}", file=sys.stderr)
         return e.exit_code
     except PplError as e:
-        print(f"error: {printable(str(e))}", file=sys.stderr)
+        message = str(e)
+        model = getattr(args, "model", None)
+        if isinstance(e, FitError) and model and model not in message:
+            message = f"{model}: {message}"  # a fit's trouble belongs to its model
+        print(f"error: {printable(message)}", file=sys.stderr)
         return e.exit_code
     except BrokenPipeError:  # `ppl fit ... | head`: the reader left; not an error of ours
         sys.stderr.close()
@@ -535,7 +572,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\ninterrupted after {time.perf_counter() - start:.1f} s; {what}", file=sys.stderr)
         return 130
     except RecursionError:
-        print("error: the model is nested too deeply to compile", file=sys.stderr)
+        from ppl.parser import TOO_DEEP
+
+        where = f"{args.model}: " if getattr(args, "model", None) else ""
+        print(f"error: {where}{TOO_DEEP}", file=sys.stderr)
+        return 2
+    except MemoryError:  # a size no check foresaw: still the input's size, not a bug
+        print(f"error: out of memory after {time.perf_counter() - start:.1f} s: the model, data "
+              "or options need more memory than the machine has; reduce the sizes or --draws",
+              file=sys.stderr)  # fmt: skip
         return 2
     except Exception as e:  # noqa: BLE001 - a bug of ours: say so in one line, no traceback
         if os.environ.get("PPL_DEBUG"):

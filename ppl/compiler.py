@@ -155,7 +155,7 @@ class CompiledModel:
         param_names: set[str] = set()
         for d in self.program.parameters:
             try:
-                shape = ev.shape_of(d.spec)
+                shape = ev.shape_of(d.spec, d.name)
             except ModelError:
                 raise
             stype = decl_type(d.spec)

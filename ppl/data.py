@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ppl.errors import DataError, PplError
+from ppl.limits import LIMITS, elements, over_budget, read_limited
 from ppl.transforms import make_transform
 
 Dim = int | str | Callable[[dict[str, np.ndarray]], int]
@@ -132,8 +133,11 @@ def file_error(path: str, e: OSError) -> DataError:
 
 
 def _read_bytes(path: str) -> bytes:
+    """The file whole, refused past the memory budget before reading on (a device, a huge file)."""
     try:
-        return Path(path).read_bytes()
+        return read_limited(
+            path, LIMITS.max_bytes, "data file", " (--max-memory GB raises the limit)"
+        )
     except OSError as e:
         raise file_error(path, e) from None
 
@@ -860,6 +864,11 @@ def _resolve_dims(spec: DataSpec, values: dict[str, np.ndarray]) -> list[int]:
                 f"{_what(spec)}: {label} = {shown}, but sizes must be non-negative integers"
             )
         dims.append(int(a))
+    if spec.constraint in ("simplex", "unit_vector") and dims and dims[-1] < 1:
+        raise DataError(f"{_what(spec)}: a {spec.constraint} needs at least 1 element, got 0")
+    over = over_budget(f"{_what(spec)}: size {dims}", elements(dims))
+    if over:
+        raise DataError(over)
     return dims
 
 

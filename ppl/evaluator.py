@@ -7,6 +7,7 @@ once with the loop index as an extra batch axis instead of once per iteration.
 
 from __future__ import annotations
 
+import math
 import operator
 
 import autograd.numpy as np
@@ -21,6 +22,7 @@ from ppl.distributions.base import where
 from ppl.distributions.truncated import truncated
 from ppl.errors import ModelError
 from ppl.functions import CONSTANTS, lookup, matmul
+from ppl.limits import LIMITS, elements, over_budget
 from ppl.loop_invariants import invariant_expressions
 from ppl.loops import private_variables, reduction_increment, reductions, vectorisable
 from ppl.parser import format_location
@@ -180,6 +182,7 @@ class Evaluator:
         # when a list: (statement, elementwise log density) for every ~ / target += run, and
         # (declaration, elementwise log-Jacobian) for every latent (BBVI's Markov blankets)
         self.terms: list | None = None
+        self.loop_budget = LIMITS.max_loop_iterations  # element-iterations left (ppl.limits)
 
     # ---- errors
     def error(self, node, message: str) -> ModelError:
@@ -234,7 +237,18 @@ class Evaluator:
         return int(arr.reshape(()))
 
     # ---- declarations and assignment
-    def shape_of(self, spec: ast.TypeSpec) -> tuple[int, ...]:
+    def charge_loop(self, s: ast.Stmt, iterations: int) -> None:
+        """Count a loop's element-iterations against --max-loop-iterations, before running them."""
+        self.loop_budget -= iterations
+        if self.loop_budget < 0:
+            raise self.error(
+                s,
+                f"this loop goes past the limit of {LIMITS.max_loop_iterations:,} loop "
+                "iterations in one run of the block; raise it with --max-loop-iterations N if "
+                "the loop is meant to run this long",
+            )
+
+    def shape_of(self, spec: ast.TypeSpec, name: str = "") -> tuple[int, ...]:
         dims = [self.int_value(self.expr(e), e) for e in spec.array_sizes]
         sizes = [self.int_value(self.expr(e), e) for e in spec.sizes]
         if spec.kind in ("cov_matrix", "corr_matrix", "cholesky_factor_corr") or (
@@ -244,10 +258,17 @@ class Evaluator:
         for e, n in zip(spec.array_sizes + spec.sizes, dims + sizes, strict=False):
             if n < 0:
                 raise self.error(e, f"a size must not be negative, got {n}")
+        if spec.kind in _NONEMPTY_KINDS and sizes and sizes[0] < 1:
+            message = f"a {spec.kind} needs at least 1 element, got {sizes[0]}"
+            raise self.error(spec.sizes[0], message)
+        over = over_budget(f"'{name}' of size {dims + sizes}" if name else f"size {dims + sizes}",
+                           elements(dims + sizes))  # fmt: skip
+        if over:
+            raise self.error((spec.array_sizes + spec.sizes)[0], over)
         return tuple(dims + sizes)
 
     def declare(self, d: ast.Decl) -> None:
-        shape = self.shape_of(d.spec)
+        shape = self.shape_of(d.spec, d.name)
         stype = _decl_stype(d)
         if d.init is not None:
             value = self.expr(d.init)
@@ -648,6 +669,7 @@ def _run_foreach(ev, s: ast.ForEach) -> None:
     if b and onp.shape(_raw(seq))[0] > 1:
         raise NeedsPerSample()
     n = fast_shape(seq)[b]
+    ev.charge_loop(s, n)
     for i in range(n):
         ev.env[s.var] = seq[(slice(None),) * b + (i,)]
         if ev._loop_body(s.body):
@@ -655,13 +677,10 @@ def _run_foreach(ev, s: ast.ForEach) -> None:
 
 
 def _run_while(ev, s: ast.While) -> None:
-    guard = 0
     while ev.truth(ev.expr(s.cond), s.cond):
+        ev.charge_loop(s, 1)
         if ev._loop_body(s.body):
             break
-        guard += 1
-        if guard > 10_000_000:
-            raise ev.error(s, "while loop did not end after 10^7 iterations")
 
 
 def _compile_if(s: ast.If):
@@ -998,6 +1017,7 @@ def _compile_for(s: ast.For):
         hi = ev.int_value(hi_fn(ev), s.hi)
         if hi < lo:
             return
+        ev.charge_loop(s, (hi - lo + 1) * math.prod(ev._outer_counts or (1,)))
         env = ev.env
         if (
             ev.vectorise
@@ -1006,6 +1026,9 @@ def _compile_for(s: ast.For):
             and hi - lo >= 1
             and vectorisable(s)
         ):
+            over = over_budget(f"the {hi - lo + 1} row indexes of this loop", hi - lo + 1)
+            if over:
+                raise ev.error(s, over)
             _run_vectorised(ev, s, body, np_rows=onp.arange(lo, hi + 1), types=local_types)
             return
         env[var] = lo
@@ -1046,6 +1069,9 @@ def _run_sequential(ev, s: ast.For, body, lo: int, hi: int, jumps: bool, n: int)
                 _trim(env, n)
     env.pop(var, None)
 
+
+#: types with no value of size 0 (Stan's check_simplex, check_unit_vector)
+_NONEMPTY_KINDS = ("simplex", "unit_vector")
 
 #: vectorised loops nest this deep (the loop index of depth d is batch axis d; axis 0: the draws)
 _MAX_LOOP_AXES = 2

@@ -17,6 +17,7 @@ from lark import Lark, Transformer, v_args
 
 from ppl import ast
 from ppl.errors import ModelSyntaxError
+from ppl.limits import LIMITS, read_limited
 from ppl.types import SPEC_KIND
 
 _GRAMMAR_FILE = "stan.lark"
@@ -127,6 +128,12 @@ _BINOPS = {
     "and_op": "&&",
     "or_op": "||",
 }
+
+
+TOO_DEEP = ("the model is nested too deeply to compile (blocks, else-if chains or ?: hundreds "
+            "of levels deep)")
+#: The largest int literal, as in Stan (32-bit ints).
+MAX_INT = 2**31 - 1
 
 
 @v_args(meta=True)
@@ -330,8 +337,18 @@ class _Builder(Transformer):
     # ---- expressions
     def number(self, meta, c):
         text = str(c[0])
-        value = float(text) if any(ch in text for ch in ".eE") else int(text)
-        return ast.Num(_tok_pos(c[0]), value)
+        pos = _tok_pos(c[0])
+        if any(ch in text for ch in ".eE"):
+            return ast.Num(pos, float(text))
+        digits = text.lstrip("0")
+        if len(digits) > 10 or int(digits or "0") > MAX_INT:  # no int() of 10^5 digits
+            shown = text if len(text) <= 20 else f"{text[:10]}...({len(text)} digits)"
+            raise ModelSyntaxError(format_location(
+                self.filename, self.source, pos.line, pos.col,
+                f"integer literal {shown} is over Stan's int range (2^31 - 1); write it as a "
+                "real (e.g. 3e9)",
+            ))  # fmt: skip
+        return ast.Num(pos, int(text))
 
     def name(self, meta, c):
         return ast.Var(_tok_pos(c[0]), str(c[0]))
@@ -511,13 +528,15 @@ def parse(source: str, filename: str = "<model>") -> ast.Program:
     except lark.exceptions.VisitError as e:
         if isinstance(e.orig_exc, ModelSyntaxError):
             raise e.orig_exc from None
+        if isinstance(e.orig_exc, RecursionError):
+            raise ModelSyntaxError(f"{filename}: {TOO_DEEP}") from None
         raise
 
 
 def parse_file(path: str) -> ast.Program:
     """Read and parse a `.model` or `.stan` file."""
     try:
-        source = Path(path).read_text(encoding="utf-8")
+        source = read_limited(path, LIMITS.max_model_bytes, "model file").decode("utf-8")
     except FileNotFoundError:
         raise ModelSyntaxError(f"{path}: model file not found") from None
     except (OSError, UnicodeDecodeError) as e:

@@ -17,7 +17,9 @@ from ppl.errors import FitError, ModelError, PplError
 from ppl.families.choice import choose_families, family_of
 from ppl.families.composite import MixedFamily, blocks_of
 from ppl.inference.result import VIResult
+from ppl.limits import check_values
 from ppl.progress import start_phase
+from ppl.trust import check_result, refuse_improper
 
 
 def elbo_sample_rows(batch: int) -> int:
@@ -57,6 +59,8 @@ class FitResult:
     diagnostics: dict = field(default_factory=dict)  # PSIS k-hat and more (ppl.diagnostics)
     notes: list[str] = field(default_factory=list)  # what `auto` decided, for the user
     description: str | None = None  # how q was made, when the method's name does not say
+    doubts: list[str] = field(default_factory=list)  # why a fit is not converged (ppl.trust)
+    rule_met: bool | None = None  # the method's own verdict, before ppl.trust's doubts
 
 
 def fit(
@@ -104,6 +108,13 @@ def fit(
         )
     if model.dim == 0:
         raise ModelError("the model has no parameters to fit")
+    check_values(f"--draws {draws} of {model.dim} parameters", float(draws) * model.dim)
+    if grad_samples is not None:
+        check_values(f"--grad-samples {grad_samples} of {model.dim} parameters",
+                     float(grad_samples) * model.dim)  # fmt: skip
+    refuse_improper(model)
+    if method == "fullrank":
+        check_values(f"a full-rank covariance of {model.dim} parameters", float(model.dim) ** 2)
     hyper = [lat for lat in model.latents if lat.hyper]
     if hyper and method != "dsvi":
         raise ModelError(
@@ -593,5 +604,6 @@ def _fit_mixed(model, chosen, init, rng, *, grad_samples, **options):
 
 
 def check_finite_result(result: FitResult) -> None:
-    if not np.isfinite(result.vi.elbo):
-        raise FitError("the final ELBO is not finite; the fit cannot be trusted")
+    """Before a fit is reported: refused when it produced nothing usable, marked NOT converged
+    when its own numbers contradict convergence (ppl.trust)."""
+    check_result(result)

@@ -34,13 +34,23 @@ def method_text(result, rows: str = "") -> str:
 
 
 def ended_by(result, iterations: int) -> str:
+    """What stopped the fit, as it happened; then, when ppl.trust found the result contradicts
+    convergence, that it is not converged all the same."""
     vi = result.vi
+    met = vi.converged if result.rule_met is None else result.rule_met
+    polish = result.refinement or {}
     if result.method == "auto" or (result.description or "").startswith("auto"):
-        if vi.converged:
-            return "the fixed-draw optimum, reached by L-BFGS, settled as the draws grew"
-        return "the fixed-draw optimum did not settle (see warnings)"
-    return ("the stopping rule (relative ELBO change < --tol-rel-obj)" if vi.converged
-            else f"the iteration cap (--iter {iterations})")  # fmt: skip
+        text = ("the fixed-draw optimum, reached by L-BFGS, settled as the draws grew" if met
+                else "the fixed-draw optimum did not settle (see warnings)")  # fmt: skip
+    elif polish.get("used") and polish.get("stochastic_converged") is False:
+        text = (f"the iteration cap (--iter {iterations}); the deterministic polish then "
+                + ("reached" if met else "did not reach") + " the fixed-draw optimum")  # fmt: skip
+    else:
+        text = ("the stopping rule (relative ELBO change < --tol-rel-obj)" if met
+                else f"the iteration cap (--iter {iterations})")  # fmt: skip
+    if result.doubts:
+        text += "; but NOT converged (see warnings)"
+    return text
 
 
 def header_lines(result, *, iterations: int, rows: str = "") -> list[str]:

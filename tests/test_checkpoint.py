@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from ppl.build import build, build_streamed
-from ppl.checkpoint import Checkpointer, Interrupted, load, write_atomic
+from ppl.checkpoint import Checkpointer, Interrupted, key_path, load, read_payload, write_atomic
 from ppl.errors import ModelError
 from ppl.pipeline import fit
 from tests.test_bbvi import COUPLED, COUPLED_DATA, _model
@@ -52,7 +52,7 @@ def test_a_signal_writes_a_checkpoint_and_resuming_gives_the_uninterrupted_fit(t
     assert f"stopped: {name} at iteration" in err and f"--resume {ckpt}" in err
     assert "Traceback" not in err and not (tmp_path / "parts").exists()
     assert not (tmp_path / "fit.ckpt.tmp").exists()
-    at = pickle.loads(ckpt.read_bytes())["state"]["loop"].k
+    at = read_payload(ckpt)["state"]["loop"].k
     assert 0 < at < 4000
 
     resumed = _ppl(model, csv, *SLOW, "--output", str(tmp_path / "parts"), "--resume", str(ckpt))
@@ -172,6 +172,46 @@ def test_resume_refuses_another_fit_and_unreadable_files(tmp_path):
     assert rc == 2 and "not a ppl checkpoint" in err
     rc, _, err = run_main([*base, "--resume", str(tmp_path / "none")])
     assert rc == 2 and "no such checkpoint file" in err
+
+
+class _Marker:
+    """Unpickling this creates a file: what a crafted checkpoint would do to run code."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (str(self.path), "w"))
+
+
+def test_a_crafted_checkpoint_is_refused_without_running_its_code(tmp_path):
+    model, csv, _, _ = _write(tmp_path, n=300)
+    base = ["fit", model, csv, "--method", "dsvi", "--iter", "300", "--quiet"]
+    marker = tmp_path / "marker"
+    payload = pickle.dumps({"format": "ppl-checkpoint/2", "x": _Marker(marker)})
+    real = tmp_path / "real.ckpt"
+    assert run_main([*base, "--checkpoint", str(real)])[0] == 0
+    header = real.read_bytes()[: len(b"ppl-checkpoint/2 hmac-sha256\n") + 32]
+    for name, blob in [
+        ("bare.ckpt", payload),  # an old-style pickle
+        ("forged.ckpt", b"ppl-checkpoint/2 hmac-sha256\n" + b"\0" * 32 + payload),
+        ("spliced.ckpt", header + payload),  # a real signature over other bytes
+    ]:
+        (tmp_path / name).write_bytes(blob)
+        rc, _, err = run_main([*base, "--resume", str(tmp_path / name)])
+        assert rc == 2 and "not a ppl checkpoint" in err, err
+        assert not marker.exists()
+    assert key_path().stat().st_mode & 0o777 == 0o600
+
+
+def test_a_key_others_can_read_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    path = tmp_path / "signed"
+    Checkpointer(path).save(0, {})
+    assert read_payload(path)["format"] == "ppl-checkpoint/2"
+    key_path().chmod(0o644)
+    with pytest.raises(Exception, match="must belong to you and be private"):
+        read_payload(path)
 
 
 def test_auto_default_road_has_no_loop_to_checkpoint(tmp_path):

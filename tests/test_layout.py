@@ -18,8 +18,19 @@ PACKAGE = Path(__file__).resolve().parent.parent / "ppl"
 #: ("ppl.inference" covers ppl.inference.*); "ppl" itself (the package's __init__) only itself.
 #: Within a stage imports may go either way (the cycle check still applies).
 STAGES: list[tuple[str, list[str]]] = [
-    ("foundation", ["ppl", "ppl.errors", "ppl.types", "ppl.ast", "ppl.special", "ppl.stan_index",
-                    "ppl.progress"]),
+    (
+        "foundation",
+        [
+            "ppl",
+            "ppl.errors",
+            "ppl.limits",
+            "ppl.types",
+            "ppl.ast",
+            "ppl.special",
+            "ppl.stan_index",
+            "ppl.progress",
+        ],
+    ),
     ("parser", ["ppl.parser"]),
     (
         "library",
@@ -43,7 +54,7 @@ STAGES: list[tuple[str, list[str]]] = [
     # the fit loops' saved state: the stochastic loop (ppl.inference.loop) writes a Checkpointer
     ("checkpoint", ["ppl.checkpoint"]),
     ("inference", ["ppl.inference"]),
-    ("diagnostics", ["ppl.diagnostics", "ppl.summary"]),
+    ("diagnostics", ["ppl.diagnostics", "ppl.summary", "ppl.trust"]),
     ("distributed", ["ppl.distributed"]),
     ("build", ["ppl.build"]),
     ("fit", ["ppl.pipeline"]),

@@ -322,6 +322,7 @@ def polish(
     out.iterations = sga.iterations
     return out, {
         "used": bool(used),
+        "stochastic_converged": bool(sga.converged),
         "draws": draws,
         "stages": stages,
         "gradient_evaluations": evals,

@@ -1,0 +1,312 @@
+"""Fuzz the CLI: mutated example models, data and options, each run in a forked child under a
+time and memory limit, counted by outcome (issue 23).
+
+    python benchmarks/fuzz.py --cases 10000 --jobs 2 --seed 0
+
+A case is one `ppl check`, `ppl ir --json` or short `ppl fit` on a model and data made from the
+examples in models/ by a few mutations (tokens deleted, repeated, swapped or replaced by extreme
+numbers and keywords; nesting to thousands of levels; long else-if and ?: chains; binary bytes,
+BOMs, control characters; JSON values replaced by huge, negative, non-finite or mistyped ones)
+and random options. Outcomes:
+
+- ok: exit 0; user error: exit 2 (or 130 never expected); internal error: exit 1 or a
+  traceback, a bug; timeout: still running after --timeout seconds; over memory: killed or out of
+  memory under the RLIMIT_AS limit (--memory-gb). A user error whose message names neither the
+  model nor a data file is counted as "unlocated" too.
+
+The children are forked from this process after ppl is imported, so a case costs its own work,
+not an interpreter start. Prints a table of counts and, per bad outcome, the first few cases.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import resource
+import signal
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # forked children must not share BLAS threads
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+ROOT = Path(__file__).resolve().parent.parent
+#: (model, data files): small examples whose fits take well under a second
+EXAMPLES = [
+    ("models/eight_schools/noncentered.model", ["models/eight_schools/eight_schools.json"]),
+    ("models/eight_schools/centered.model", ["models/eight_schools/eight_schools.json"]),
+    ("models/varying_intercepts/varying_intercepts.model",
+     ["models/varying_intercepts/varying_intercepts.json"]),
+    ("models/posteriordb/arK-arK/model.stan", ["models/posteriordb/arK-arK/data.json"]),
+    ("models/posteriordb/kidiq-kidscore_momiq/model.stan",
+     ["models/posteriordb/kidiq-kidscore_momiq/data.json"]),
+    ("models/posteriordb/arma-arma11/model.stan", ["models/posteriordb/arma-arma11/data.json"]),
+    ("models/posteriordb/garch-garch11/model.stan", ["models/posteriordb/garch-garch11/data.json"]),
+]  # fmt: skip
+TOKEN = re.compile(r"\s+|[A-Za-z_]\w*|\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|\S")
+POOL = [
+    "0", "-1", "1e308", "1e-320", "9" * 5000, "2147483648", "-0", "0.0", "inf", "nan", "1e999",
+    "for", "while", "if", "else", "{", "}", "(", ")", "[", "]", ";", ",", ":", "?", "~", "=",
+    "+=", "*", "/", "^", "'", ".*", "|", "&&", "<lower=0>", "<upper=-1>", "vector", "matrix",
+    "simplex", "cov_matrix", "cholesky_factor_cov", "array", "int", "real", "target", "reject",
+    "print", "break", "continue", "return", "normal", "log", "exp", "rep_vector", "N", "K",
+    "\x1b[31m", "\x00", "\ufeff", "/*", "//", "#", '"',
+]  # fmt: skip
+EXTREMES = [0, -1, 1, 10**12, -(10**12), 2**63, 1e308, -1e308, 1e-320, 0.5, "inf", "NaN", None,
+            [], [[]], "x", True, [1, 2], {"a": 1}, int("9" * 400)]  # fmt: skip
+OPTIONS = {
+    "--method": ["auto", "advi", "fullrank", "bbvi", "dsvi", "meanfield"],
+    "--iter": ["0", "1", "-3", "7", "50", "abc"],
+    "--draws": ["0", "1", "-1", "10", "1000000000000"],
+    "--eta": ["0", "-1", "nan", "inf", "1e300", "1e-300", "0.1"],
+    "--tol-rel-obj": ["0", "-1", "nan", "1e-300", "10"],
+    "--seed": ["-1", "0", str(2**64), "7"],
+    "--grad-samples": ["0", "1", "1000000000", "3"],
+    "--batch": ["0", "1", "-2", "5", "100000"],
+    "--rank": ["diag", "full", "3"],
+    "--family": ["mu=gamma", "tau=gaussian", "nope=gamma", "x"],
+    "--set": ["N=0", "N=-1", "J=1000000000000", "K=abc", "N"],
+    "--max-loop-iterations": ["1", "100", "0"],
+    "--optimizer": ["adam", "lbfgs", "stan", "nope"],
+}
+
+
+def tokens(text: str) -> list[str]:
+    return TOKEN.findall(text)
+
+
+def mutate_model(text: str, rng: random.Random, n: int) -> str | bytes:
+    """`n` token mutations, sometimes a structural blow-up, sometimes an encoding change."""
+    toks = tokens(text)
+    for _ in range(n):
+        if not toks:
+            break
+        i = rng.randrange(len(toks))
+        op = rng.randrange(8)
+        if op == 0:
+            del toks[i]
+        elif op == 1:
+            toks.insert(i, toks[i])
+        elif op == 2 and i + 1 < len(toks):
+            toks[i], toks[i + 1] = toks[i + 1], toks[i]
+        elif op == 3:
+            toks[i] = rng.choice(POOL)
+        elif op == 4:
+            numbers = [k for k, t in enumerate(toks) if t[:1].isdigit()]
+            if numbers:
+                toks[rng.choice(numbers)] = rng.choice(POOL[:11])
+        elif op == 5:
+            depth = rng.choice([10, 300, 3000])
+            toks[i] = "(" * depth + toks[i] + ")" * depth
+        elif op == 6:
+            model = max((k for k, t in enumerate(toks) if t == "model"), default=None)
+            if model is not None and model + 2 < len(toks):
+                depth = rng.choice([50, 600, 3000])
+                if rng.random() < 0.5:
+                    chain = "if (0) {} " + "else if (0) {} " * depth
+                else:
+                    chain = "real zz = " + "0 ? 1 : " * depth + "2; "
+                toks.insert(model + 2, " " + chain)
+        else:
+            toks.insert(i, rng.choice(POOL))
+    out = "".join(toks)
+    r = rng.random()
+    if r < 0.03:
+        return out.encode("utf-16")
+    if r < 0.06:
+        return bytes(rng.randrange(256) for _ in range(rng.randrange(1, 400)))
+    if r < 0.08:
+        return "\ufeff" + out
+    if r < 0.10:
+        return out + "\n// " + "x" * rng.choice([10**5, 10**6])
+    return out
+
+
+def mutate_json(text: str, rng: random.Random, n: int) -> str:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text
+    for _ in range(n):
+        if not data:
+            break
+        key = rng.choice(list(data))
+        r = rng.random()
+        if r < 0.1:
+            del data[key]
+        elif r < 0.2:
+            data[rng.choice(["zz", key + "x", ""])] = rng.choice(EXTREMES)
+        elif r < 0.4 and isinstance(data[key], list) and data[key]:
+            items = data[key]
+            items[rng.randrange(len(items))] = rng.choice(EXTREMES)
+        elif r < 0.5 and isinstance(data[key], list):
+            data[key] = data[key][: rng.randrange(len(data[key]) + 1)]
+        else:
+            data[key] = rng.choice(EXTREMES)
+    out = json.dumps(data, allow_nan=True)
+    if rng.random() < 0.05:
+        out = out[: rng.randrange(len(out) + 1)]
+    return out
+
+
+def make_case(rng: random.Random, workdir: Path, index: int, commands=("check", "ir", "fit", "fit",
+              "fit")) -> list[str]:  # fmt: skip
+    """Writes the case's files under `workdir`; returns the CLI's argv."""
+    model_path, data_paths = rng.choice(EXAMPLES)
+    source = (ROOT / model_path).read_text()
+    mutated = mutate_model(source, rng, rng.choice([0, 0, 1, 1, 2, 3]))
+    model = workdir / f"c{index}{Path(model_path).suffix}"
+    if isinstance(mutated, bytes):
+        model.write_bytes(mutated)
+    else:
+        model.write_text(mutated, encoding="utf-8", errors="surrogatepass")
+    data = []
+    for k, path in enumerate(data_paths):
+        text = (ROOT / path).read_text()
+        if rng.random() < 0.6:
+            text = mutate_json(text, rng, rng.choice([1, 1, 2, 4]))
+        target = workdir / f"c{index}_{k}.json"
+        target.write_text(text)
+        data.append(str(target))
+    command = rng.choice(commands)
+    argv = [command, str(model), *data]
+    if command == "ir":
+        argv.append("--json")
+    if command == "fit":
+        argv += ["--quiet", "--iter", "50", "--draws", "50", "--method", "advi"]
+        for option in rng.sample(list(OPTIONS), rng.choice([0, 0, 1, 2, 3])):
+            argv += [option, rng.choice(OPTIONS[option])]
+    argv += ["--max-memory", "0.25"]
+    return argv
+
+
+def run_case(argv: list[str], out_path: Path, memory_bytes: int) -> int:
+    """Fork; the child runs `ppl` in-process under RLIMIT_AS with its output in `out_path`."""
+    pid = os.fork()
+    if pid:
+        return pid
+    try:
+        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+        fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        from ppl.cli import main
+
+        rc = main(argv)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(rc if isinstance(rc, int) else 0)
+    except SystemExit as e:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(e.code if isinstance(e.code, int) else 2)
+    except BaseException:  # noqa: BLE001 - a traceback escaping main() is what we count
+        import traceback
+
+        traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(1)
+
+
+def classify(status: int | None, text: str, argv: list[str]) -> str:
+    if status is None:
+        return "timeout"
+    if "out of memory" in text or "MemoryError" in text:
+        return "over memory"
+    if os.WIFSIGNALED(status):
+        return "over memory" if os.WTERMSIG(status) in (signal.SIGKILL, signal.SIGSEGV) else (
+            f"signal {os.WTERMSIG(status)}")  # fmt: skip
+    rc = os.WEXITSTATUS(status)
+    if rc == 1 or "Traceback" in text or "internal error" in text:
+        return "internal error"
+    if rc == 0:
+        return "ok"
+    if rc == 2:
+        return "user error"
+    return f"exit {rc}"
+
+
+def located(text: str, argv: list[str]) -> bool:
+    """The error names the model or a data file (or an option, for a bad option)."""
+    names = [Path(a).name for a in argv[1:] if not a.startswith("-") and "/" in a]
+    return any(n in text for n in names) or "--" in text or "ppl: error:" in text
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cases", type=int, default=10000)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--timeout", type=float, default=20.0)
+    parser.add_argument("--memory-gb", type=float, default=1.5, help="RLIMIT_AS of each case")
+    parser.add_argument("--show", type=int, default=3, help="cases shown per bad outcome")
+    args = parser.parse_args()
+    import ppl.cli  # noqa: F401 - imported once, before the forks
+    import ppl.pipeline  # noqa: F401
+
+    rng = random.Random(args.seed)
+    counts: Counter = Counter()
+    unlocated = 0
+    examples: dict[str, list[str]] = {}
+    memory = int(args.memory_gb * 2**30)
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="ppl-fuzz-") as tmp:
+        workdir = Path(tmp)
+        running: dict[int, tuple[float, list[str], Path, int]] = {}
+        made = 0
+        while made < args.cases or running:
+            while made < args.cases and len(running) < args.jobs:
+                argv = make_case(rng, workdir, made)
+                out = workdir / f"c{made}.out"
+                pid = run_case(argv, out, memory)
+                running[pid] = (time.monotonic(), argv, out, made)
+                made += 1
+            time.sleep(0.01)
+            for pid, (began, argv, out, index) in list(running.items()):
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if not done:
+                    if time.monotonic() - began < args.timeout:
+                        continue
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    status = None
+                del running[pid]
+                text = out.read_text(errors="replace") if out.exists() else ""
+                outcome = classify(status, text, argv)
+                counts[outcome] += 1
+                if outcome == "user error" and not located(text, argv):
+                    unlocated += 1
+                    outcome = "unlocated"
+                if outcome not in ("ok", "user error"):
+                    shown = examples.setdefault(outcome, [])
+                    if len(shown) < args.show:
+                        source = Path(argv[1]).read_bytes()[:300] if Path(argv[1]).exists() else b""
+                        shown.append(f"{' '.join(argv)}\n      {text.strip()[-400:]}\n"
+                                     f"      model: {source!r}")  # fmt: skip
+                for path in workdir.glob(f"c{index}[._]*"):
+                    path.unlink()
+    seconds = time.perf_counter() - start
+    print(f"{args.cases} cases, seed {args.seed}, {args.jobs} jobs, timeout {args.timeout:g} s, "
+          f"RLIMIT_AS {args.memory_gb:g} GiB: {seconds:.0f} s")  # fmt: skip
+    print()
+    print(f"{'outcome':<16}{'cases':>8}")
+    print("-" * 24)
+    for outcome in ("ok", "user error", "internal error", "timeout", "over memory"):
+        print(f"{outcome:<16}{counts.pop(outcome, 0):>8}")
+    for outcome, n in sorted(counts.items()):
+        print(f"{outcome:<16}{n:>8}")
+    print(f"{'(unlocated)':<16}{unlocated:>8}  user errors naming no file")
+    for outcome, shown in examples.items():
+        print(f"\n{outcome}:")
+        for line in shown:
+            print(f"  {line}")
+
+
+if __name__ == "__main__":
+    main()
