@@ -28,11 +28,6 @@ def _rejected(src: str) -> str:
     "src, feature",
     [
         (
-            "functions { real f(real x) { return 2 * x; } } parameters { real mu; } "
-            f"model {{ {PRIOR} }}",
-            "user-defined functions are not supported yet: the functions block defines 'f'",
-        ),
-        (
             f"parameters {{ real mu; }} model {{ tuple(real, int) x = (1.5, 2); {PRIOR} }}",
             "tuples are not supported",
         ),

@@ -32,8 +32,17 @@ STAGES: list[tuple[str, list[str]]] = [
             "ppl.printing",
         ],
     ),
-    ("checker", ["ppl.checker"]),
-    ("evaluator", ["ppl.loops", "ppl.loop_invariants", "ppl.row_selection", "ppl.evaluator"]),
+    ("checker", ["ppl.user_functions", "ppl.checker"]),
+    (
+        "evaluator",
+        [
+            "ppl.user_calls",
+            "ppl.loops",
+            "ppl.loop_invariants",
+            "ppl.row_selection",
+            "ppl.evaluator",
+        ],
+    ),
     ("compiler", ["ppl.compiler"]),
     # the families know no language: numerics on arrays, and the choice of one per latent
     ("families", ["ppl.families"]),
