@@ -12,6 +12,7 @@ from ppl import ast, user_functions
 from ppl.distributions import get_distribution
 from ppl.errors import ModelError
 from ppl.functions import CONSTANTS, SignatureError, lookup, matmul_type
+from ppl.ode import SOLVERS
 from ppl.parser import format_location
 from ppl.stan_index import STAN_FUNCTIONS
 from ppl.types import INT, MATRIX, REAL, ROW_VECTOR, SPEC_KIND, VECTOR, SType
@@ -519,6 +520,8 @@ class Checker:
         name = e.name
         sig = self.user_functions.get(name)
         as_statement, self._statement_call = self._statement_call, False
+        if name in SOLVERS:
+            return user_functions.ode_call_type(self, e, SOLVERS[name])
         if sig is not None:
             if sig.returns is None and not as_statement:
                 raise self.error(e, f"void function '{name}' has no value to use here")

@@ -23,6 +23,8 @@ from ppl.errors import ModelError
 from ppl.functions import CONSTANTS, lookup, matmul
 from ppl.loop_invariants import invariant_expressions
 from ppl.loops import private_variables, reduction_increment, reductions, vectorisable
+from ppl.ode import SOLVERS
+from ppl.ode_calls import compile_ode_call
 from ppl.parser import format_location
 from ppl.printing import print_statement
 from ppl.row_selection import (
@@ -1673,6 +1675,8 @@ def _compile_call(e: ast.Call):
     fdef = getattr(e, "user_function", None)
     if fdef is not None:
         errors = (Devectorise, NeedsPerSample)
+        if name in SOLVERS:
+            return compile_ode_call(e, arg_fns, _stmt_fn, errors)
         return user_calls.compile_call(e, fdef, arg_fns, _stmt_fn, errors)
     fn = lookup(name)
     if fn is None:

@@ -54,65 +54,64 @@ def compile_return(s: ast.Return, expr_fn):
 
 def compile_call(e: ast.Expr, fdef: ast.FunctionDef, arg_fns: list, stmt_fn, errors):
     """The closure for a call site; `errors` = (Devectorise, NeedsPerSample) of the evaluator."""
-    devectorise, needs_per_sample = errors
-    names = [a.name for a in fdef.args]
-    real_args = [not a.type_text.endswith("int") for a in fdef.args]
-    real_result = fdef.return_type.endswith("real") or fdef.return_type.endswith(
-        ("vector", "matrix")
-    )
-    changes_target = fdef.name.endswith("_lp")
-
-    def body_fns():
-        fns = fdef.__dict__.get("_body_fns")
-        if fns is None:  # compiled at the first call: a recursive body names itself
-            fns = fdef.__dict__["_body_fns"] = [stmt_fn(s) for s in fdef.body.stmts]
-        return fns
 
     def call(ev):
-        args = [f(ev) for f in arg_fns]
-        outer_loop = ev._current_loop if ev.in_vector_loop else None
-        if outer_loop is not None and changes_target:
-            raise devectorise(outer_loop)
-        if changes_target and ev.terms is not None:
-            raise needs_per_sample()  # per-statement terms (BBVI's blankets) do not reach inside
-        if ev.call_depth >= MAX_DEPTH:
-            raise ev.error(
-                e, f"'{fdef.name}' calls nest deeper than {MAX_DEPTH} (runaway recursion?)"
-            )
-        env = {
-            n: (_as_real(v) if real else v)
-            for n, v, real in zip(names, args, real_args, strict=True)
-        }
-        saved = {k: getattr(ev, k) for k in _LOOP_STATE}
-        saved_env, saved_vectorise = ev.env, ev.vectorise
-        for k, v in _LOOP_STATE.items():
-            setattr(ev, k, v)
-        ev.env = env
-        ev.call_depth += 1
-        if outer_loop is not None:
-            ev.vectorise = False  # the body's loops would take the caller's row axis
-        value = None
-        try:
-            for f in body_fns():
-                f(ev)
-        except FunctionReturn as r:
-            value = r.value
-        except RecursionError:
-            raise ev.error(e, f"'{fdef.name}' recursed deeper than Python allows") from None
-        except (needs_per_sample, ModelError, ValueError, IndexError, TypeError, ArithmeticError):
-            if outer_loop is None:
-                raise
-            raise devectorise(outer_loop) from None
-        finally:
-            ev.env, ev.vectorise = saved_env, saved_vectorise
-            ev.call_depth -= 1
-            for k, v in saved.items():
-                setattr(ev, k, v)
-        if value is None and fdef.return_type != "void":
-            raise ev.error(e, f"'{fdef.name}' ended without returning a value")
-        return _as_real(value) if real_result else value
+        return invoke(ev, e, fdef, [f(ev) for f in arg_fns], stmt_fn, errors)
 
     return call
+
+
+def invoke(ev, e: ast.Expr, fdef: ast.FunctionDef, args: list, stmt_fn, errors):
+    """Run `fdef` on evaluated arguments; errors are located at the call `e` or in the body."""
+    devectorise, needs_per_sample = errors
+    outer_loop = ev._current_loop if ev.in_vector_loop else None
+    changes_target = fdef.name.endswith("_lp")
+    if outer_loop is not None and changes_target:
+        raise devectorise(outer_loop)
+    if changes_target and ev.terms is not None:
+        raise needs_per_sample()  # per-statement terms (BBVI's blankets) do not reach inside
+    if ev.call_depth >= MAX_DEPTH:
+        raise ev.error(e, f"'{fdef.name}' calls nest deeper than {MAX_DEPTH} (runaway recursion?)")
+    env = {}
+    for arg, value in zip(fdef.args, args, strict=True):
+        env[arg.name] = value if arg.type_text.endswith("int") else _as_real(value)
+    saved = {k: getattr(ev, k) for k in _LOOP_STATE}
+    saved_env, saved_vectorise = ev.env, ev.vectorise
+    for k, v in _LOOP_STATE.items():
+        setattr(ev, k, v)
+    ev.env = env
+    ev.call_depth += 1
+    if outer_loop is not None:
+        ev.vectorise = False  # the body's loops would take the caller's row axis
+    value = None
+    try:
+        for f in _body_fns(fdef, stmt_fn):
+            f(ev)
+    except FunctionReturn as r:
+        value = r.value
+    except RecursionError:
+        raise ev.error(e, f"'{fdef.name}' recursed deeper than Python allows") from None
+    except (needs_per_sample, ModelError, ValueError, IndexError, TypeError, ArithmeticError):
+        if outer_loop is None:
+            raise
+        raise devectorise(outer_loop) from None
+    finally:
+        ev.env, ev.vectorise = saved_env, saved_vectorise
+        ev.call_depth -= 1
+        for k, v in saved.items():
+            setattr(ev, k, v)
+    if fdef.return_type == "void":
+        return None
+    if value is None:
+        raise ev.error(e, f"'{fdef.name}' ended without returning a value")
+    return value if fdef.return_type.endswith("int") else _as_real(value)
+
+
+def _body_fns(fdef: ast.FunctionDef, stmt_fn) -> list:
+    fns = fdef.__dict__.get("_body_fns")
+    if fns is None:  # compiled at the first call: a recursive body names itself
+        fns = fdef.__dict__["_body_fns"] = [stmt_fn(s) for s in fdef.body.stmts]
+    return fns
 
 
 def _as_real(v):

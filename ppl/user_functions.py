@@ -231,3 +231,45 @@ def check_user_tilde(checker, s: ast.Tilde, sig: Signature) -> None:
     types = [checker.expr(s.lhs)] + [checker.expr(a) for a in s.args]
     check_arguments(checker, s, sig, types)
     s.user_function = sig.definition
+
+
+def ode_call_type(checker, e: ast.Call, solver) -> SType:
+    """`ode_rk45(f, y0, t0, ts, ...)` and friends: `f` names a user function whose signature
+    matches the solver's (Stan's)."""
+    name = e.name
+    if not e.args or not isinstance(e.args[0], ast.Var):
+        raise checker.error(e, f"{name}: the first argument must name a user-defined function")
+    f = e.args[0]
+    sig = checker.user_functions.get(f.name)
+    if sig is None:
+        raise checker.error(f, f"{name}: '{f.name}' is not a user-defined function")
+    types = [checker.expr(a) for a in e.args[1:]]
+    real, ints = SType("real", "scalar", 1), SType("int", "scalar", 1)
+    vector = SType("real", "vector")
+    tol = [SType("real"), SType("real"), SType("int")]
+    if solver.new_style:
+        fixed = [vector, SType("real"), real] + (tol if solver.tolerances == "required" else [])
+        state, returns = vector, vector
+        wanted = fixed + types[len(fixed) :]
+    else:
+        fixed = [real, SType("real"), real, real, real, ints]
+        if len(types) == 9:
+            fixed += tol[:2] + [SType("real")]  # stanc takes a real max_num_steps here (5e2)
+        elif len(types) != 6:
+            raise checker.error(e, f"{name} takes 7 or 10 arguments, got {len(types) + 1}")
+        state, returns = real, real
+        wanted = fixed
+    if len(types) < len(fixed):
+        raise checker.error(e, f"{name} takes at least {len(fixed) + 1} arguments, got "
+                            f"{len(types) + 1}")  # fmt: skip
+    for i, (want, got) in enumerate(zip(wanted, types, strict=True), start=2):
+        if not assignable(want, got):
+            raise checker.error(e.args[i - 1], f"argument {i} of {name} must be {want}, got {got}")
+    extras = types[len(fixed) :] if solver.new_style else types[3:6]
+    rhs_types = [SType("real"), state] + extras
+    if sig.returns != returns:
+        raise checker.error(f, f"{name}: the right-hand side '{f.name}' must return {returns}, "
+                            f"not {sig.returns or 'void'}")  # fmt: skip
+    check_arguments(checker, f, sig, rhs_types)
+    e.user_function = sig.definition
+    return SType("real", "vector", 1) if solver.new_style else SType("real", "scalar", 2)

@@ -29,6 +29,7 @@ STAGES: list[tuple[str, list[str]]] = [
             "ppl.functions_linalg",
             "ppl.functions_extra",
             "ppl.transforms",
+            "ppl.ode",
             "ppl.printing",
         ],
     ),
@@ -37,6 +38,7 @@ STAGES: list[tuple[str, list[str]]] = [
         "evaluator",
         [
             "ppl.user_calls",
+            "ppl.ode_calls",
             "ppl.loops",
             "ppl.loop_invariants",
             "ppl.row_selection",
