@@ -586,9 +586,9 @@ class Checker:
 
 #: the features whole chapters of the Functions Reference belong to
 _CHAPTER_FEATURES = {
-    "higher_order_functions": "ODE and DAE solvers, algebraic solvers, integrate_1d, map_rect and "
+    "higher_order_functions": "DAE solvers, algebraic solvers, integrate_1d, map_rect and "
     "reduce_sum are not supported",
-    "deprecated_functions": "the deprecated ODE and algebraic solvers are not supported",
+    "deprecated_functions": "the deprecated algebraic solvers are not supported",
     "complex_valued_basic_functions": "complex numbers are not supported",
     "complex_matrix_operations": "complex numbers are not supported",
     "sparse_matrix_operations": "sparse matrices are not supported",
