@@ -2,9 +2,8 @@
 sensitivities (the augmented system dS/dt = J_y S + J_p, S(t0) = [I | 0]) as an autograd primitive.
 
 The right-hand side is any autograd-traceable `rhs(t, y, p)` on batched values (y: (S, N), p:
-(S, P), one row per draw); its Jacobian rows come from N reverse passes over one forward trace,
-for every draw at once (draws are independent, so the gradient of row i summed over draws holds
-each draw's own row i).
+(S, P), one row per draw); its Jacobian comes from one reverse pass over N stacked copies of
+the draws, copy i seeded with e_i (draws are independent, so each row's gradient is its own).
 """
 
 from __future__ import annotations
@@ -148,15 +147,15 @@ def _batched(value, S: int, N: int) -> np.ndarray:
 
 
 def _value_and_jacobian(rhs, t, y, p, S: int, N: int):
-    """rhs and its Jacobian in (y, p): (S, N) and (S, N, N + P)."""
+    """rhs and its Jacobian in (y, p): (S, N) and (S, N, N + P), from one forward and one reverse
+    pass over N stacked copies of the draws (copy i seeded with the unit vector e_i)."""
+    x = np.concatenate([y, p], axis=1)
+    stacked = np.tile(x, (N, 1))  # (N * S, N + P): copy i in rows i*S .. (i+1)*S - 1
 
     def g(v):
-        return rhs(t, v[:, :N], v[:, N:]) + anp.zeros((S, N))
+        return rhs(t, v[:, :N], v[:, N:]) + anp.zeros((N * S, N))
 
-    vjp, value = make_vjp(g)(np.concatenate([y, p], axis=1))
-    rows = []
-    for i in range(N):
-        e = np.zeros((S, N))
-        e[:, i] = 1.0
-        rows.append(vjp(e))
-    return np.asarray(value), np.stack(rows, axis=1)
+    vjp, value = make_vjp(g)(stacked)
+    seeds = np.repeat(np.eye(N), S, axis=0)  # row i*S + s: e_i
+    J = vjp(seeds).reshape(N, S, -1).transpose(1, 0, 2)
+    return np.asarray(value)[:S], J

@@ -70,7 +70,8 @@ def compile_ode_call(e: ast.Call, arg_fns: list, stmt_fn, errors):
                     values.append(piece[1])
                 else:
                     _, shape, size = piece
-                    values.append(anp.reshape(p[:, start : start + size], (S,) + shape))
+                    rows = p[:, start : start + size]  # S draws, or copies of them (ppl.ode)
+                    values.append(anp.reshape(rows, (len(rows),) + shape))
                     start += size
             return user_calls.invoke(ev, e, fdef, [t, y] + values, stmt_fn, errors)
 
