@@ -1672,12 +1672,12 @@ def _compile_index(e: ast.Index):
 def _compile_call(e: ast.Call):
     name = e.name
     arg_fns = [_expr_fn(a) for a in e.args]
-    fdef = getattr(e, "user_function", None)
-    if fdef is not None:
+    sig = getattr(e, "user_function", None)
+    if sig is not None:
         errors = (Devectorise, NeedsPerSample)
         if name in SOLVERS:
             return compile_ode_call(e, arg_fns, _stmt_fn, errors)
-        return user_calls.compile_call(e, fdef, arg_fns, _stmt_fn, errors)
+        return user_calls.compile_call(e, sig.definition, arg_fns, _stmt_fn, errors)
     fn = lookup(name)
     if fn is None:
         if name in CONSTANTS and not e.args:

@@ -19,7 +19,7 @@ from ppl.types import fast_ndim, fast_shape
 def compile_ode_call(e: ast.Call, arg_fns: list, stmt_fn, errors):
     solver = SOLVERS[e.name]
     devectorise = errors[0]
-    fdef = e.user_function
+    fdef = e.user_function.definition
     args = e.args[1:]
     fns = arg_fns[1:]
     n_tol = 3 if (solver.tolerances == "required" or (

@@ -69,7 +69,8 @@ def invoke(ev, e: ast.Expr, fdef: ast.FunctionDef, args: list, stmt_fn, errors):
     if outer_loop is not None and changes_target:
         raise devectorise(outer_loop)
     if changes_target and ev.terms is not None:
-        raise needs_per_sample()  # per-statement terms (BBVI's blankets) do not reach inside
+        # per-statement terms (BBVI's blankets) do not reach inside
+        raise needs_per_sample(f"the _lp function '{fdef.name}' changes the target")
     if ev.call_depth >= MAX_DEPTH:
         raise ev.error(e, f"'{fdef.name}' calls nest deeper than {MAX_DEPTH} (runaway recursion?)")
     env = {}
@@ -125,8 +126,8 @@ def _as_real(v):
 
 def tilde_as_target(s: ast.Tilde) -> ast.TargetInc:
     """`y ~ foo(a, b)` on a user density: `target += foo_lpdf(y | a, b)`."""
-    fdef = s.user_function
-    call = ast.Call(s.pos, name=fdef.name, args=[s.lhs] + list(s.args), conditional=True)
+    sig = s.user_function
+    call = ast.Call(s.pos, name=sig.name, args=[s.lhs] + list(s.args), conditional=True)
     call.type = s.lhs.type.__class__("real")
-    call.user_function = fdef
+    call.user_function = sig
     return ast.TargetInc(s.pos, call)

@@ -194,7 +194,7 @@ def call_type(checker, e: ast.Call, sig: Signature, arg_types: list[SType]) -> S
             "block, transformed parameters and other _lp functions",
         )
     check_arguments(checker, e, sig, arg_types)
-    e.user_function = sig.definition
+    e.user_function = sig  # not the definition: AST walks must not enter (recursive) bodies
     return sig.returns if sig.returns is not None else SType("real")
 
 
@@ -230,7 +230,7 @@ def check_user_tilde(checker, s: ast.Tilde, sig: Signature) -> None:
         )
     types = [checker.expr(s.lhs)] + [checker.expr(a) for a in s.args]
     check_arguments(checker, s, sig, types)
-    s.user_function = sig.definition
+    s.user_function = sig
 
 
 def ode_call_type(checker, e: ast.Call, solver) -> SType:
@@ -271,5 +271,5 @@ def ode_call_type(checker, e: ast.Call, solver) -> SType:
         raise checker.error(f, f"{name}: the right-hand side '{f.name}' must return {returns}, "
                             f"not {sig.returns or 'void'}")  # fmt: skip
     check_arguments(checker, f, sig, rhs_types)
-    e.user_function = sig.definition
+    e.user_function = sig
     return SType("real", "vector", 1) if solver.new_style else SType("real", "scalar", 2)

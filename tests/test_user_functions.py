@@ -224,3 +224,20 @@ generated quantities { vector[3] d = draws_rng(mu, 3); }
     draws = _model(src, {}).constrained_draws(zeta, np.random.default_rng(0))
     assert draws["d"].shape == (3, 3)
     np.testing.assert_allclose(draws["d"], np.repeat(zeta, 3, axis=1), atol=1e-6)
+
+
+def test_markov_blanket_terms_through_user_functions():
+    # BBVI's per-latent sums walk the program (ppl.ir) and record per-statement terms: a recursive
+    # function must not send the walk round in circles, and the total stays the log joint
+    from ppl.inference.estimators import log_joint_terms
+
+    src = WITH_FUNCTIONS.replace(
+        "real ten() { return 10; }",
+        "real ten() { return 10; }\n"
+        "  int fib(int n) { if (n < 2) return n; return fib(n - 1) + fib(n - 2); }",
+    ).replace("y ~ my_normal(mu, s);", "y ~ my_normal(mu, s * fib(2));")
+    model = _model(src)
+    zeta = np.random.default_rng(3).normal(size=(4, 2))
+    terms = log_joint_terms(model, zeta[:2], np.random.default_rng(0))
+    total, _ = terms(zeta)
+    np.testing.assert_allclose(total, _model(INLINE).log_joint(zeta), rtol=1e-10)
