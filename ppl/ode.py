@@ -15,8 +15,6 @@ import numpy as np
 from autograd import make_vjp
 from autograd.extend import defvjp, primitive
 from autograd.tracer import isbox
-from scipy import sparse
-from scipy.integrate import solve_ivp
 
 
 @dataclass(frozen=True)
@@ -97,6 +95,9 @@ defvjp(_solve_differentiable, _solve_vjp)
 
 
 def _integrate(problem: Problem, x: np.ndarray, with_sensitivities: bool):
+    from scipy import sparse  # here, not at import: `ppl check` loads no scipy (startup time)
+    from scipy.integrate import solve_ivp
+
     S, M = x.shape
     N = problem.n_states
     y0, p = x[:, :N], x[:, N:]
