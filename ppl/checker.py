@@ -8,10 +8,11 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 
-from ppl import ast
+from ppl import ast, user_functions
 from ppl.distributions import get_distribution
 from ppl.errors import ModelError
 from ppl.functions import CONSTANTS, SignatureError, lookup, matmul_type
+from ppl.ode import SOLVERS
 from ppl.parser import format_location
 from ppl.stan_index import STAN_FUNCTIONS
 from ppl.types import INT, MATRIX, REAL, ROW_VECTOR, SPEC_KIND, VECTOR, SType
@@ -108,6 +109,9 @@ class Checker:
         self.scopes: list[dict[str, Symbol]] = [{}]
         self.block = "data"
         self.loop_depth = 0
+        self.user_functions: dict[str, user_functions.Signature] = {}
+        self.returns: SType | None = None  # the return type of the function being checked
+        self._statement_call = False  # the call being checked is a statement (a void function)
 
     # ---- errors and scopes
     def error(self, node, message: str) -> ModelError:
@@ -139,13 +143,7 @@ class Checker:
     def check(self) -> CheckedProgram:
         prog = self.program
         out = CheckedProgram(prog)
-        if prog.functions:
-            f = prog.functions[0]
-            raise self.error(
-                f,
-                f"user-defined functions are not supported yet: the functions block defines "
-                f"'{f.name}' (an empty `functions {{ }}` block is accepted)",
-            )
+        user_functions.declare_functions(self, prog.functions)
         for block in BLOCKS:
             self.block = block
             stmts = getattr(prog, block)
@@ -213,8 +211,10 @@ class Checker:
         elif isinstance(s, ast.Tilde):
             self.check_tilde(s)
         elif isinstance(s, ast.TargetInc):
-            if self.block != "model" and not self.block.endswith("lp"):
-                raise self.error(s, "'target +=' is only allowed in the model block")
+            if self.block != "model" and not user_functions.in_lp_function(self.block):
+                raise self.error(
+                    s, "'target +=' is only allowed in the model block and _lp functions"
+                )
             self.expr(s.expr)
         elif isinstance(s, ast.For):
             for e in (s.lo, s.hi):
@@ -259,7 +259,7 @@ class Checker:
                 self.check_stmt(inner)
             self.scopes.pop()
         elif isinstance(s, ast.Return):
-            raise self.error(s, "'return' is only allowed in the body of a user-defined function")
+            user_functions.check_return(self, s)
         elif isinstance(s, ast.Print | ast.Reject):
             if isinstance(s, ast.Print) and self.block != "transformed_data":
                 raise self.error(
@@ -276,7 +276,13 @@ class Checker:
             if not self.loop_depth:
                 raise self.error(s, "'break' and 'continue' must be inside a loop")
         elif isinstance(s, ast.CallStmt):
+            self._statement_call = True
             self.expr(s.call)
+            sig = self.user_functions.get(s.call.name)
+            if sig is None or sig.returns is not None:
+                raise self.error(
+                    s, f"'{s.call.name}' returns a value: only void functions can be statements"
+                )
         else:  # pragma: no cover - the parser builds nothing else
             raise self.error(s, f"unsupported statement {type(s).__name__}")
 
@@ -327,8 +333,12 @@ class Checker:
             self.check_assignable(s.rhs, lt, result, base.name)
 
     def check_tilde(self, s: ast.Tilde):
-        if self.block != "model":
+        if self.block != "model" and not user_functions.in_lp_function(self.block):
             raise self.error(s, "'~' statements are only allowed in the model block")
+        sig = user_functions.tilde_function(self, s)
+        if sig is not None:
+            user_functions.check_user_tilde(self, s, sig)
+            return
         dist = get_distribution(s.dist) if is_distribution_name(s.dist) else None
         if dist is None:
             raise self.error(s, self.unknown_distribution(s.dist))
@@ -508,6 +518,15 @@ class Checker:
 
     def call_type(self, e: ast.Call) -> SType:
         name = e.name
+        sig = self.user_functions.get(name)
+        as_statement, self._statement_call = self._statement_call, False
+        if name in SOLVERS:
+            return user_functions.ode_call_type(self, e, SOLVERS[name])
+        if sig is not None:
+            if sig.returns is None and not as_statement:
+                raise self.error(e, f"void function '{name}' has no value to use here")
+            arg_types = [self.expr(a) for a in e.args]
+            return user_functions.call_type(self, e, sig, arg_types)
         unknown = lookup(name) is None and name not in CONSTANTS and split_dist_call(name) is None
         if unknown and name in STAN_FUNCTIONS:  # before its arguments (an ODE's function name)
             raise self.error(e, unsupported_stan_function(name))
@@ -530,9 +549,11 @@ class Checker:
             if suffix == "_rng":
                 if not dist.has_rng:
                     raise self.error(e, f"{name} is not supported")
-                if self.block not in ("transformed_data", "generated_quantities"):
+                if not user_functions.rng_allowed(self.block):
                     raise self.error(
-                        e, f"{name} can only be used in transformed data or generated quantities"
+                        e,
+                        f"{name} can only be used in transformed data or generated quantities "
+                        "(and in _rng functions)",
                     )
                 if len(arg_types) != len(dist.params):
                     raise self.error(
@@ -565,9 +586,9 @@ class Checker:
 
 #: the features whole chapters of the Functions Reference belong to
 _CHAPTER_FEATURES = {
-    "higher_order_functions": "ODE and DAE solvers, algebraic solvers, integrate_1d, map_rect and "
+    "higher_order_functions": "DAE solvers, algebraic solvers, integrate_1d, map_rect and "
     "reduce_sum are not supported",
-    "deprecated_functions": "the deprecated ODE and algebraic solvers are not supported",
+    "deprecated_functions": "the deprecated algebraic solvers are not supported",
     "complex_valued_basic_functions": "complex numbers are not supported",
     "complex_matrix_operations": "complex numbers are not supported",
     "sparse_matrix_operations": "sparse matrices are not supported",

@@ -19,6 +19,7 @@ from pathlib import Path
 from ppl.checker import is_distribution_name, split_dist_call
 from ppl.distributions import get_distribution
 from ppl.functions import CONSTANTS, lookup
+from ppl.ode import SOLVERS
 from ppl.stan_index import CHAPTERS
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "language.md"
@@ -31,7 +32,7 @@ STATEMENTS = {"print", "reject", "fatal_error"}
 
 def supported(name: str) -> bool:
     """Whether a model may use `name` as Stan does."""
-    if name in STATEMENTS or name in CONSTANTS or lookup(name) is not None:
+    if name in STATEMENTS or name in CONSTANTS or name in SOLVERS or lookup(name) is not None:
         return True
     if is_distribution_name(name):
         return True

@@ -15,7 +15,7 @@ import numpy as onp
 from autograd.extend import defvjp_argnum, defvjp_argnums, primitive
 from autograd.numpy.numpy_vjps import unbroadcast
 
-from ppl import ast
+from ppl import ast, user_calls
 from ppl.checker import split_dist_call
 from ppl.distributions import get_distribution
 from ppl.distributions.base import where
@@ -25,6 +25,8 @@ from ppl.functions import CONSTANTS, lookup, matmul
 from ppl.limits import LIMITS, elements, over_budget
 from ppl.loop_invariants import invariant_expressions
 from ppl.loops import private_variables, reduction_increment, reductions, vectorisable
+from ppl.ode import SOLVERS
+from ppl.ode_calls import compile_ode_call
 from ppl.parser import format_location
 from ppl.printing import print_statement
 from ppl.row_selection import (
@@ -178,6 +180,7 @@ class Evaluator:
         self._outer_rows: tuple = ()  # the row indexes of the enclosing vectorised loops
         self._current_loop = self._loop_rows = self._loop_start = self._loop_types = None
         self._memos: dict = {}  # sequential loop -> its loop-invariant values (ppl.loop_invariants)
+        self.call_depth = 0  # nesting of user-defined function calls (ppl.user_calls)
         self.on_statement = None  # optional callback(stmt) after each model statement (ppl check)
         # when a list: (statement, elementwise log density) for every ~ / target += run, and
         # (declaration, elementwise log-Jacobian) for every latent (BBVI's Markov blankets)
@@ -550,7 +553,15 @@ class Evaluator:
 # AST node and kept on it. They do exactly what the generic methods of `Evaluator` do, with the
 # static parts (types, operators, functions, distributions) resolved at compile time.
 
-_PASS_THROUGH = (Devectorise, NeedsPerSample, Rejected, _Break, _Continue, ModelError)
+_PASS_THROUGH = (
+    Devectorise,
+    NeedsPerSample,
+    Rejected,
+    _Break,
+    _Continue,
+    ModelError,
+    user_calls.FunctionReturn,
+)
 _NUMERIC_ERRORS = (ValueError, IndexError, TypeError, ArithmeticError, onp.linalg.LinAlgError)
 _COMPOUND = (ast.For, ast.ForEach, ast.While, ast.If, ast.Block)
 
@@ -652,6 +663,8 @@ def _compile_stmt(s: ast.Stmt):
             raise _Continue()
 
         return cont
+    if isinstance(s, ast.Return):
+        return user_calls.compile_return(s, _expr_fn)
     if isinstance(s, ast.CallStmt):
         f = _expr_fn(s.call)
 
@@ -760,8 +773,8 @@ def _run_draw_selected(ev, condition, then, other) -> None:
     back at them. Falls back to one draw at a time (NeedsPerSample) when a variable's type rank is
     unknown or the caller records per-statement terms."""
     split = draw_split(condition)
-    if split is None or ev.terms is not None or ev.on_statement is not None:
-        raise NeedsPerSample()
+    if split is None or ev.terms is not None or ev.on_statement is not None or ev.call_depth:
+        raise NeedsPerSample()  # (in a function body a branch may return)
     n_draws = len(onp.asarray(_raw(condition)))
     branches = [(b, sel) for b, sel in zip((then, other), split, strict=True) if sel.size]
     if len(branches) == 1:  # every draw takes the same branch
@@ -1316,6 +1329,8 @@ def _aligned_density(dist, ndims, events, elementwise: bool = False):
 
 
 def _compile_tilde(s: ast.Tilde):
+    if getattr(s, "user_function", None) is not None:
+        return _compile_target(user_calls.tilde_as_target(s))
     dist = get_distribution(s.dist)
     arg_exprs = s.args
     if s.truncation is not None:  # T[L, U]: the bounds become arguments of a wrapping density
@@ -1683,6 +1698,12 @@ def _compile_index(e: ast.Index):
 def _compile_call(e: ast.Call):
     name = e.name
     arg_fns = [_expr_fn(a) for a in e.args]
+    sig = getattr(e, "user_function", None)
+    if sig is not None:
+        errors = (Devectorise, NeedsPerSample)
+        if name in SOLVERS:
+            return compile_ode_call(e, arg_fns, _stmt_fn, errors)
+        return user_calls.compile_call(e, sig.definition, arg_fns, _stmt_fn, errors)
     fn = lookup(name)
     if fn is None:
         if name in CONSTANTS and not e.args:

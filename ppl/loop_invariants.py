@@ -111,7 +111,9 @@ def _children(e: ast.Expr) -> list:
 
 
 def _draws(e: ast.Expr) -> bool:
-    return any(isinstance(x, ast.Call) and x.name.endswith("_rng") for x in ast.iter_exprs(e))
+    return any(
+        isinstance(x, ast.Call) and x.name.endswith(("_rng", "_lp")) for x in ast.iter_exprs(e)
+    )  # a draw, or a user function that changes the target: redone every time
 
 
 def _names(node) -> set[str]:

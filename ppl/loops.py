@@ -104,7 +104,14 @@ def _check(loop: ast.For) -> dict[str, object] | None:
     inner_loop_vars = {s.var for s in stmts if isinstance(s, ast.For | ast.ForEach)}
     for s in stmts:
         if isinstance(
-            s, ast.While | ast.ForEach | ast.Break | ast.Continue | ast.Reject | ast.Print
+            s,
+            ast.While
+            | ast.ForEach
+            | ast.Break
+            | ast.Continue
+            | ast.Reject
+            | ast.Print
+            | ast.Return,
         ):
             return None
     # variables written in the body that live outside it

@@ -25,7 +25,8 @@ def test_committed_coverage_table_is_current():
         ("poisson_lpdf", False),  # discrete: _lpmf
         ("qr_thin_Q", True),
         ("print", True),
-        ("ode_rk45", False),
+        ("ode_rk45", True),
+        ("ode_adjoint_tol_ctl", False),
         ("hmm_marginal", False),
     ],
 )

@@ -28,11 +28,6 @@ def _rejected(src: str) -> str:
     "src, feature",
     [
         (
-            "functions { real f(real x) { return 2 * x; } } parameters { real mu; } "
-            f"model {{ {PRIOR} }}",
-            "user-defined functions are not supported yet: the functions block defines 'f'",
-        ),
-        (
             f"parameters {{ real mu; }} model {{ tuple(real, int) x = (1.5, 2); {PRIOR} }}",
             "tuples are not supported",
         ),
@@ -61,8 +56,9 @@ def _rejected(src: str) -> str:
             "'wiener' is a Stan function",
         ),
         (
-            f"parameters {{ real mu; }} model {{ vector[2] y = ode_rk45(f, 1, 2, 3); {PRIOR} }}",
-            "ODE and DAE solvers",
+            "parameters { real mu; } model { real y = integrate_1d(f, 1, 2, {3.0}); "
+            f"{PRIOR} }}",
+            "DAE solvers, algebraic solvers, integrate_1d",
         ),
         (
             f"parameters {{ real mu; }} model {{ print(mu); {PRIOR} }}",
