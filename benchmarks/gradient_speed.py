@@ -161,7 +161,7 @@ def main() -> None:
     ap.add_argument("--only", default=None, help="run only models whose name contains this")
     ap.add_argument("--save", default=None, help="write the timings to this JSON file")
     ap.add_argument("--compare", default=None, help="JSON file of earlier timings to compare")
-    ap.add_argument("--hand", action="store_true", help="five models against hand-written numpy")
+    ap.add_argument("--hand", action="store_true", help="six models against hand-written numpy")
     args = ap.parse_args()
     if args.hand:
         against_hand(args.draws, args.seconds)

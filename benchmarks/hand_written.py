@@ -186,4 +186,32 @@ def varying_intercepts() -> Case:
     return Case(f"varying intercepts (J={j}, N={len(y)})", source, data, hand)
 
 
-CASES = [ordered_logistic, hmm_example, linear_regression, eight_schools, varying_intercepts]
+# ---- posteriordb garch11: a recurrence over time ---------------------------------------------
+
+
+def garch11() -> Case:
+    folder = ROOT / "models" / "posteriordb" / "garch-garch11"
+    data = json.loads((folder / "data.json").read_text())
+    y, sigma1 = np.asarray(data["y"], dtype=float), float(data["sigma1"])
+
+    def hand(zeta):
+        mu, a0_raw, a1_raw, b1_raw = zeta[:, 0], zeta[:, 1], zeta[:, 2], zeta[:, 3]
+        alpha0 = anp.exp(a0_raw)
+        alpha1 = anp.exp(_log_inv_logit(a1_raw))
+        beta1 = (1 - alpha1) * anp.exp(_log_inv_logit(b1_raw))  # upper bound 1 - alpha1
+        lp = a0_raw + _log_inv_logit(a1_raw) + _log1m_inv_logit(a1_raw)
+        lp = lp + anp.log(1 - alpha1) + _log_inv_logit(b1_raw) + _log1m_inv_logit(b1_raw)
+        shock = alpha0[:, None] + alpha1[:, None] * (y[None, :-1] - mu[:, None]) ** 2
+        variance, sigmas = sigma1**2, [anp.full(len(mu), sigma1)]
+        for t in range(len(y) - 1):  # the recurrence, one step per time point over the draws
+            variance = shock[:, t] + beta1 * variance
+            sigmas.append(anp.sqrt(variance))
+        sigma = anp.stack(sigmas, axis=1)
+        return lp + anp.sum(_normal(y[None, :], mu[:, None], sigma), axis=1)
+
+    source = (folder / "model.stan").read_text()
+    return Case(f"garch11 (T={len(y)})", source, data, hand)
+
+
+CASES = [ordered_logistic, hmm_example, linear_regression, eight_schools, varying_intercepts,
+         garch11]  # fmt: skip
