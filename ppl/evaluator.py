@@ -1090,6 +1090,11 @@ _NONEMPTY_KINDS = ("simplex", "unit_vector")
 _MAX_LOOP_AXES = 2
 
 
+#: The evaluator's state of the vectorised loop under way, saved and restored around a nested one.
+_LOOP_STATE = ("in_vector_loop", "_current_loop", "_loop_rows", "_loop_start", "_loop_types",
+               "_loop_axis", "_outer_counts", "_outer_rows", "_reduction_frames")  # fmt: skip
+
+
 def _run_vectorised(ev, s: ast.For, body, np_rows, types) -> None:
     """The loop's body once, its index a batch axis: axis 1, or axis 2 inside another vectorised
     loop (the forward algorithm's `for (k) { for (j) acc[j] = ...; gamma[t, k] = ...; }`)."""
@@ -1098,17 +1103,7 @@ def _run_vectorised(ev, s: ast.For, body, np_rows, types) -> None:
     private = private_variables(s)
     if any(name not in env for name in private):
         raise Devectorise(s)
-    outer = (
-        ev.in_vector_loop,
-        ev._current_loop,
-        ev._loop_rows,
-        ev._loop_start,
-        ev._loop_types,
-        ev._loop_axis,
-        ev._outer_counts,
-        ev._outer_rows,
-        ev._reduction_frames,
-    )
+    outer = [getattr(ev, name) for name in _LOOP_STATE]
     axis = ev._loop_axis + 1
     if axis > 1:
         ev._outer_counts = ev._outer_counts + (len(ev._loop_rows),)
@@ -1132,17 +1127,8 @@ def _run_vectorised(ev, s: ast.For, body, np_rows, types) -> None:
         for name, stype in private.items():
             env[name] = _last_row(env[name], stype, s, axis)
     finally:
-        (
-            ev.in_vector_loop,
-            ev._current_loop,
-            ev._loop_rows,
-            ev._loop_start,
-            ev._loop_types,
-            ev._loop_axis,
-            ev._outer_counts,
-            ev._outer_rows,
-            ev._reduction_frames,
-        ) = outer
+        for name, value in zip(_LOOP_STATE, outer, strict=True):
+            setattr(ev, name, value)
         env.pop(var, None)
 
 

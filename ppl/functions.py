@@ -12,7 +12,7 @@ import numpy as onp
 from ppl import functions_extra as _extra  # noqa: F401  (registers its functions)
 from ppl import functions_linalg as _linalg  # noqa: F401  (registers the matrix functions)
 from ppl import special as sps
-from ppl.distributions.base import where, xlogy
+from ppl.distributions.base import rows_times, unbatched, where, xlogy
 from ppl.function_registry import (
     LIBRARY,
     Function,
@@ -555,13 +555,6 @@ register("append_col", _append_col_rule, _append("col"), nargs=(2,))
 # ---- linear algebra ------------------------------------------------------------------------------
 
 
-def _unbatched(m) -> bool:
-    """A matrix with no batch axes but ones (data): a stack of vectors times it is one GEMM,
-    where numpy's broadcast matmul of stacked matrix-vector products runs without BLAS (a
-    200,000 x 20 design matrix: 21 ms per draw, against 1 ms)."""
-    return all(d == 1 for d in np.shape(m)[:-2])
-
-
 def matmul(a, ta: SType, b, tb: SType):
     """Stan's `*` for every pair of types."""
     if ta.is_scalar or tb.is_scalar:
@@ -574,11 +567,9 @@ def matmul(a, ta: SType, b, tb: SType):
     if ka == "vector" and kb == "row_vector":
         return a[..., :, None] * b[..., None, :]
     if ka == "matrix" and kb == "vector":
-        if _unbatched(a):  # data X times a batch of vectors: one BLAS product, (..., K) @ X'
-            return np.matmul(b, np.transpose(np.reshape(a, np.shape(a)[-2:])))
-        return np.matmul(a, b[..., :, None])[..., 0]
+        return rows_times(a, b)
     if ka == "row_vector" and kb == "matrix":
-        if _unbatched(b):
+        if unbatched(b):  # a batch of row vectors times data: one BLAS product
             return np.matmul(a, np.reshape(b, np.shape(b)[-2:]))
         return np.matmul(a[..., None, :], b)[..., 0, :]
     if ka == "matrix" and kb == "matrix":

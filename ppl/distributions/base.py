@@ -79,6 +79,23 @@ class Distribution:
 # helpers
 
 
+def unbatched(m: Any) -> bool:
+    """A matrix with no batch axes but ones (data)."""
+    return all(d == 1 for d in np.shape(m)[:-2])
+
+
+def rows_times(x: Any, b: Any) -> Any:
+    """x b for a matrix x and vectors b on their last axis: (..., rows). With data x it is one
+    BLAS product b x', where numpy's broadcast matmul of stacked matrix-vector products runs
+    without BLAS (a 200,000 x 20 design matrix: 21 ms per draw, against 1 ms)."""
+    if not unbatched(x):
+        return np.matmul(x, b[..., None])[..., 0]
+    xt = np.transpose(np.reshape(x, np.shape(x)[-2:]))
+    out = np.matmul(b, xt)
+    shape = onp.broadcast_shapes(np.shape(x)[:-2], np.shape(b)[:-1]) + (np.shape(x)[-2],)
+    return out if np.shape(out) == shape else np.reshape(out, shape)
+
+
 def where(cond: Any, x: Any, y: Any) -> Any:
     """``np.where`` whose gradients have the right shape under broadcasting.
 

@@ -13,14 +13,14 @@ from typing import Any
 
 import autograd.numpy as np
 
-from .base import Distribution, raw
+from .base import Distribution, raw, rows_times
 from .continuous import Normal
 from .discrete import BernoulliLogit, CategoricalLogit, NegBinomial2Log, PoissonLog
 
 
 def linear_predictor(x: Any, alpha: Any, beta: Any) -> Any:
     """alpha + x beta over the rows of x, batch axes broadcast (beta on its last axis)."""
-    return alpha + np.matmul(x, beta[..., None])[..., 0]
+    return alpha + rows_times(x, beta)
 
 
 class _GLM(Distribution):
