@@ -309,10 +309,13 @@ def _richer_if_better(first: FitResult, log_joint, rng, *, seed: int,
     covariance, a low-rank-plus-diagonal Gaussian started along its leading directions
     (ppl.inference.auto.low_rank), unless that covariance was kept with k-hat <= 0.7 (on the
     104-parameter varying intercepts the low-rank one then had an ELBO 0.1 nats higher but k-hat
-    0.90 and one sd 0.76 of NUTS's, for three times the gradients). On every mean-field fit,
+    0.90 and one sd 0.76 of NUTS's, for three times the gradients). Where k-hat is not good,
     the linear-response covariance (ppl.inference.auto.linear_response; it keeps the mean-field
-    means, which are off where the posterior is skewed, and corrects the sds mean-field shrinks
-    even where k-hat is good).
+    means, which are off where the posterior is skewed, and corrects the sds mean-field
+    shrinks). A good k-hat ends the road at the mean-field fit: on the posteriordb posteriors the
+    linear-response covariance of such a fit never beat it by more than 0.05 nats (arma11: +0.04
+    nats, its k-hat 0.41 -> 0.77; eight schools: 1.5 nats worse), for a fifth of eight schools'
+    fit time.
     Each candidate is kept when its ELBO on its own output draws is higher than the best so
     far (all on the same unconstrained space: comparable)."""
     from ppl.inference.auto import linear_response, low_rank, richer
@@ -322,11 +325,12 @@ def _richer_if_better(first: FitResult, log_joint, rng, *, seed: int,
     draws = len(next(iter(first.draws.values())))
     best, spent, tried = first, 0, []
     made: dict[str, VIResult] = {}
-    flagged = first.diagnostics["khat"] > GOOD
+    if not first.diagnostics["khat"] > GOOD:
+        return first
     steps = [(LINEAR_RESPONSE, lambda: linear_response(model.log_joint, first.vi, seed=seed))]
-    if model.dim <= FULL_RANK_MAX_DIM and flagged:
+    if model.dim <= FULL_RANK_MAX_DIM:
         steps.insert(0, (FULL_RANK, lambda: richer(model.log_joint, first.vi, seed=seed)))
-    elif flagged and model.dim <= LOW_RANK_MAX_DIM:
+    elif model.dim <= LOW_RANK_MAX_DIM:
 
         def factored():
             lr = made.get(LINEAR_RESPONSE)
@@ -378,8 +382,7 @@ def _richer_if_better(first: FitResult, log_joint, rng, *, seed: int,
         if best is not first:
             best.vi.iterations = first.vi.iterations + best.vi.iterations
         k = first.diagnostics["khat"]
-        mark = f" > {GOOD}" if flagged else ""
-        best.notes.append(f"auto: the mean-field fit had PSIS k-hat {k:.2f}{mark}; "
+        best.notes.append(f"auto: the mean-field fit had PSIS k-hat {k:.2f} > {GOOD}; "
                           + "; ".join(tried))  # fmt: skip
     return best
 

@@ -47,7 +47,7 @@ def sobol_points(m: int, dim: int, seed: int) -> np.ndarray:
     shift_bits = rng.integers(0, 2, size=(dim, _BITS), dtype=np.uint32)
     shift = np.dot(shift_bits, 2 ** np.arange(_BITS, dtype=np.uint32))
     lower = np.tril(rng.integers(0, 2, size=(dim, _BITS, _BITS), dtype=np.uint32))
-    v = _scramble(_direction_numbers(table, dim), lower)
+    v = _scramble(_direction_numbers(dim), lower)
     # point k is the shift XOR the direction numbers of the bits set in k's Gray code
     k = np.arange(m, dtype=np.uint64)
     gray = k ^ (k >> np.uint64(1))
@@ -71,10 +71,12 @@ def _direction_table():
         return None
 
 
-def _direction_numbers(table, dim: int) -> np.ndarray:
+@functools.lru_cache(maxsize=8)
+def _direction_numbers(dim: int) -> np.ndarray:
     """(dim, bits) direction numbers v[d, j] (Bratley and Fox's recurrence), column j scaled by
-    2**(bits - 1 - j), as uint32."""
-    poly, vinit = table
+    2**(bits - 1 - j), as uint32; kept per dim, since every round of a fit asks again (read-only:
+    the scramble copies)."""
+    poly, vinit = _direction_table()
     poly = poly[:dim]
     degree = np.array([int(p).bit_length() - 1 for p in poly])
     v = np.zeros((dim, _BITS), dtype=np.int64)
@@ -93,7 +95,9 @@ def _direction_numbers(table, dim: int) -> np.ndarray:
             new = np.where(use, new ^ (v[d, np.maximum(j - k - 1, 0)] << (k + 1)), new)
         v[d, j] = new
     v <<= np.arange(_BITS - 1, -1, -1)
-    return v.astype(np.uint32)
+    v = v.astype(np.uint32)
+    v.flags.writeable = False
+    return v
 
 
 def _scramble(v: np.ndarray, lower: np.ndarray) -> np.ndarray:
