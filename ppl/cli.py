@@ -310,9 +310,14 @@ def _validate_options(args):
             raise PplError("--checkpoint-every must be at least 1")
         _check_not_an_input(args)
         if args.engine == "dask":
-            if args.method != "dsvi" or args.batch is None:
-                raise PplError("--engine dask computes minibatch gradients on the workers: use "
-                               "it with --method dsvi and --batch B")  # fmt: skip
+            dsvi = args.method == "dsvi" and args.batch is not None
+            road = args.method == "auto" and args.batch is None and not args.optimizer \
+                and not args.no_polish  # fmt: skip
+            if not (dsvi or road):
+                raise PplError(
+                    "--engine dask fits by the default road on every row (--method "
+                    "auto) or by DSVI's minibatches (--method dsvi --batch B)"
+                )
             if args.stream:
                 raise PplError("--engine dask reads the files on the workers; leave out --stream")
         elif args.scheduler or args.workers is not None:
@@ -415,7 +420,7 @@ def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
         client = stack.enter_context(connect(args.scheduler, args.workers))
         model, partitions = build_distributed(
             args.model, args.data, _sets(args.set), args.seed, client,
-            keep=elbo_sample_rows(args.batch),
+            keep=elbo_sample_rows(args.batch or 0),
         )  # fmt: skip
     else:
         model = build(args.model, args.data, _sets(args.set), seed=args.seed)
@@ -457,6 +462,13 @@ def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
             workers = len(partitions.client.scheduler_info()["workers"])
             rows += (f" drawn on {workers} Dask worker{'s' if workers != 1 else ''} from "
                      f"{len(partitions.files)} files, {partitions.rows} rows")  # fmt: skip
+    elif partitions is not None:
+        workers = len(partitions.client.scheduler_info()["workers"])
+        passes = getattr(result.model.log_joint, "passes", 0)
+        rows = (
+            f"; every one of {partitions.rows} rows in {len(partitions.files)} files, summed "
+            f"on {workers} Dask worker{'s' if workers != 1 else ''} in {passes} passes"
+        )
     done = Fit(result, model=args.model, data=args.data, iterations=args.iter, psis=args.psis,
                engine=args.engine)  # fmt: skip
     print(f"model: {args.model}")

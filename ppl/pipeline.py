@@ -95,7 +95,8 @@ def fit(
     q's unconstrained mean at every ELBO evaluation (ADVI and DSVI). `checkpoint`
     (ppl.checkpoint.Checkpointer) saves and resumes the stochastic loops of every method (not
     auto's default road, which has none).
-    `partitions` (from build_distributed): DSVI's minibatches drawn on Dask workers.
+    `partitions` (from build_distributed): the rows on Dask workers; `auto` sums every row there
+    (its deterministic road on the full-data log joint), `dsvi` draws minibatches there.
     """
     if method not in METHODS:
         raise ModelError(f"unknown method '{method}'; choose one of {', '.join(METHODS)}")
@@ -125,9 +126,16 @@ def fit(
         raise ModelError("the model has only hyperparameters; declare its latents in parameters")
     if batch is not None and method not in ("bbvi", "dsvi"):
         raise ModelError("--batch (data subsampling) works with --method bbvi or dsvi only")
-    if (stream is not None or partitions is not None) and (method != "dsvi" or batch is None):
+    if stream is not None and (method != "dsvi" or batch is None):
         raise ModelError("--stream draws minibatches from the file: use it with --method dsvi "
                          "and --batch B")  # fmt: skip
+    if (
+        partitions is not None
+        and not (method == "dsvi" and batch is not None)
+        and not (method == "auto" and batch is None and optimizer is None and refine_draws > 0)
+    ):
+        raise ModelError("--engine dask fits by the default road on every row (--method auto) "
+                         "or by DSVI's minibatches (--method dsvi --batch B)")  # fmt: skip
     dsvi_options = {"rank": rank, "dof": dof, "schedule": schedule}
     given = [f"--{k.replace('dof', 'student-t')}" for k, v in dsvi_options.items() if v is not None]
     if given and method != "dsvi":
@@ -139,6 +147,8 @@ def fit(
             "stochastic loop to checkpoint; checkpoints work with --method advi, fullrank, bbvi "
             "or dsvi, or auto with --optimizer or --no-polish"
         )
+    if partitions is not None and method == "auto":
+        model = _on_every_row(model, partitions)
     chosen = choose_families(model, method, families)
     vi_method = METHODS[method]
     start = time.perf_counter()
@@ -263,6 +273,19 @@ def fit(
     return result
 
 
+def _on_every_row(model: CompiledModel, partitions) -> CompiledModel:
+    """The driver's model (on a sample of the rows) with the full-data log joint of the Dask
+    partitions in place of its own: the default road then fits the posterior of every row,
+    its passes computed where the rows are (ppl.distributed.gradient.FullDataLogJoint)."""
+    import copy
+
+    from ppl.distributed.gradient import FullDataLogJoint
+
+    whole = copy.copy(model)
+    whole.log_joint = FullDataLogJoint(partitions, model)
+    return whole
+
+
 def _checked(vi, log_joint, rng, draws: int):
     """Draws of q on the unconstrained scale and their PSIS check against `log_joint`."""
     zeta = vi.sample(rng, draws)
@@ -367,8 +390,9 @@ def _richer_if_better(first: FitResult, log_joint, rng, *, seed: int,
             tried.append(f"a {name} ({q.grad_evals} gradient evaluations) was kept: {verdict}")
             # elbo.csv: the first fit's trace, then the candidate's after it
             last = first.vi.elbo_trace[-1][0] if first.vi.elbo_trace else 0
-            q.elbo_trace = list(first.vi.elbo_trace) + [(last + 1 + i, e) for i, e in
-                                                        (q.elbo_trace or [(0, theirs)])]
+            q.elbo_trace = list(first.vi.elbo_trace) + [
+                (last + 1 + i, e) for i, e in (q.elbo_trace or [(0, theirs)])
+            ]
             best = _result(model, q, "fullrank", gaussian, log_joint, rng, draws=draws,
                            seed=first.seed, seconds=time.perf_counter() - start + best.seconds,
                            refinement=first.refinement, checked=checked)  # fmt: skip

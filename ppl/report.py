@@ -8,16 +8,16 @@ from ppl.diagnostics import USABLE
 
 
 def method_text(result, rows: str = "") -> str:
-    """How q was made, in one phrase; `rows`: DSVI's minibatch source when it is not the data
-    in memory (streamed chunks, Dask workers)."""
+    """How q was made, in one phrase; `rows`: where the rows were when not in memory (DSVI's
+    streamed chunks or Dask workers; the default road's Dask passes)."""
     vi = result.vi
     if result.description:
-        return result.description
+        return result.description + (rows if result.method != "dsvi" else "")
     if result.method == "auto":
         road = vi.polish or {}
         sets = " -> ".join(str(r["draws"]) for r in road.get("rounds", []))
         return (f"auto (mode by L-BFGS in {road.get('mode_gradient_evaluations', 0)} gradients, "
-                f"then L-BFGS on the ELBO over fixed draws: {sets} draws)")  # fmt: skip
+                f"then L-BFGS on the ELBO over fixed draws: {sets} draws{rows})")  # fmt: skip
     if result.method == "sgvb":
         return f"gamma SGVB ({vi.optimizer}, warm-started by mean-field ADVI)"
     if result.method in ("mixed", "bbvi"):

@@ -1,4 +1,11 @@
-"""``--engine dask``: DSVI's minibatch gradients computed where the data lives, on Dask workers.
+"""``--engine dask``: the log joint's row terms computed where the data lives, on Dask workers.
+
+By default (`--method auto`) every pass sums every row: the driver sends the S draws of q (and,
+for a Hessian-vector product, S vectors), each worker returns per partition the S sums of its
+rows' log-likelihood terms with their S x D gradients (or products), and the driver adds them
+in partition order with the prior and log-Jacobian terms. The default road (L-BFGS on the ELBO
+over fixed draws, its PSIS check) runs on that full-data log joint, so the fit is the in-memory
+fit of the same rows (gradient.FullDataLogJoint). With `--method dsvi --batch B`:
 
 The data rows, a glob of CSV or Parquet files, are read as a Dask DataFrame, one partition per
 file; each partition is checked and turned into the model's data arrays on the worker that

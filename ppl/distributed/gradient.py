@@ -1,16 +1,25 @@
-"""The minibatch log joint of ``--engine dask``: the workers' row terms plus the driver's prior
-and log-Jacobian terms, differentiable by autograd like any log joint (ppl/distributed/__init__)."""
+"""The log joints of ``--engine dask``: the workers' row terms plus the driver's prior and
+log-Jacobian terms, differentiable by autograd like any log joint (ppl/distributed/__init__).
+DistributedLogJoint estimates it from a minibatch of rows (DSVI); FullDataLogJoint sums every
+row, with gradients and Hessian-vector products, for the default deterministic road."""
 
 from __future__ import annotations
 
+import hashlib
+
+import autograd.numpy as anp
 import numpy as np
 from autograd import make_vjp
 from autograd.extend import defvjp, primitive
 
 from ppl.errors import FitError, PplError
+from ppl.inference.hessian import batched_hvp
 from ppl.inference.subsample import Batches, check_row_wise, require_global
 
 from .partitions import PartitionedData, program
+
+#: Numbers per (draws x rows) array a worker works on at once in a full-data pass (32 MB).
+ROW_CELLS = 1 << 22
 
 
 class WorkerModel:
@@ -25,9 +34,40 @@ class WorkerModel:
         model = CompiledModel(program(source, model_path), values)
         self.batches = Batches(model, 1, np.random.default_rng(0), rows=rows)
         self.row_keys = self.batches.row_keys()
+        self._whole: dict[int, object] = {}  # partition index -> its model on all its rows
 
     def __reduce__(self):
         return WorkerModel, self.args
+
+    def all_rows(self, p: int, part: dict, zeta: np.ndarray, vectors: np.ndarray | None):
+        """Every row's terms of partition p: per draw, their sum and its gradient in zeta, or
+        (with `vectors`) the Hessian-vector products H_s v_s of that sum. In chunks of draws,
+        so that a chunk's (draws x rows) arrays stay near ROW_CELLS numbers."""
+        model = self._whole.get(p)
+        if model is None:
+            from ppl.compiler import CompiledModel
+
+            model = CompiledModel(program(*self.args[:2]), part)
+            self._whole = {**self._whole, p: model}
+        weights = dict.fromkeys(self.row_keys, 1.0)
+
+        def terms(z):
+            return model.log_joint_part(z, weights)
+
+        n = max(1, len(part[self.batches.sliced[0]]))
+        step = max(1, ROW_CELLS // n)
+        values, products = [], []
+        with np.errstate(all="ignore"):
+            for start in range(0, zeta.shape[0], step):
+                z = zeta[start : start + step]
+                if vectors is None:
+                    vjp, value = make_vjp(terms)(z)
+                    values.append(np.asarray(value, dtype=float))
+                    products.append(np.asarray(vjp(np.ones(z.shape[0])), dtype=float))
+                else:
+                    products.append(batched_hvp(terms, z, vectors[start : start + step]))
+        value = np.concatenate(values) if values else None
+        return value, np.concatenate(products)
 
     def rows_log_lik(self, part: dict, zeta: np.ndarray, rows: np.ndarray, weight: float):
         """weight x the rows' terms, per draw, and its gradient in zeta."""
@@ -62,6 +102,13 @@ def partitions_step(
     return out
 
 
+def partitions_full(template: WorkerModel, parts: list[dict], indices: list[int],
+                    zeta: np.ndarray, vectors: np.ndarray | None):  # fmt: skip
+    """One full-data pass on one worker: every row of each of its partitions."""
+    return [(p, *template.all_rows(p, part, zeta, vectors))
+            for part, p in zip(parts, indices, strict=True)]  # fmt: skip
+
+
 def rows_per_partition(lengths: np.ndarray, batch: int) -> np.ndarray:
     """b_p = max(1, round(B n_p / N)) rows of each partition per step (none of an empty one)."""
     n = np.asarray(lengths)
@@ -76,16 +123,14 @@ def _rows_part(zeta, engine):
 defvjp(_rows_part, lambda ans, zeta, engine: lambda g: g[:, None] * engine.last_grad)
 
 
-class DistributedLogJoint:
-    """An unbiased, differentiable estimate of the full-data log joint from B rows per call,
-    drawn on the workers from their own partitions (stratified: b_p rows of partition p)."""
+class _OnWorkers:
+    """What both log joints share: the driver's prior and log-Jacobian terms, the model sent
+    to the workers once, and a pass over the partitions, each on the worker that holds it."""
 
-    def __init__(self, data: PartitionedData, model, batch: int, seed: int):
+    def __init__(self, data: PartitionedData, model):
         """`model`: the driver's model on a sample of the rows (PartitionedData.sample)."""
-        self.data, self.client, self.seed = data, data.client, int(seed)
-        self.counts = rows_per_partition(data.lengths, batch)
+        self.data, self.client = data, data.client
         self.step = 0
-        self.last_grad = None
         # the prior and log-Jacobian terms: the driver's model at one row, its row terms
         # weighted 0
         driver = Batches(model, 1, np.random.default_rng(0), rows=data.rows)
@@ -102,35 +147,31 @@ class DistributedLogJoint:
             WorkerModel, program_.source, program_.filename, few, data.rows, pure=False
         )
 
-    def __call__(self, zeta):
+    def prior(self, zeta):
         with np.errstate(all="ignore"):
-            prior = self.global_model.log_joint_scaled(zeta, self.global_scales)
-        return prior + _rows_part(zeta, self)
+            return self.global_model.log_joint_scaled(zeta, self.global_scales)
 
-    def rows_log_lik(self, zeta: np.ndarray) -> np.ndarray:
-        """The workers' sum; its gradient is kept for the vjp."""
+    def _pass(self, task, used: list[int], *args, per_partition: list | None = None) -> list:
+        """`task(template, parts, indices, *args[, per-partition args])` on the workers holding
+        partitions `used`, gathered and ordered by partition (so that sums do not depend on
+        which worker held what)."""
         from distributed import KilledWorker
 
         self.step += 1
-        zeta = np.ascontiguousarray(zeta, dtype=float)
         parts = self.data.parts
         holders = self.client.who_has(parts)
         groups: dict[str | None, list[int]] = {}
-        for p, f in enumerate(parts):
-            if not self.counts[p]:  # a file with a header and no rows
-                continue
-            where = holders.get(f.key) or (None,)
+        for p in used:
+            where = holders.get(parts[p].key) or (None,)
             groups.setdefault(where[0], []).append(p)
         futures = [
             self.client.submit(
-                partitions_step,
+                task,
                 self.template,
                 [parts[p] for p in ps],
                 ps,
-                zeta,
-                self.seed,
-                self.step,
-                [int(self.counts[p]) for p in ps],
+                *args,
+                *([[per_partition[p] for p in ps]] if per_partition is not None else []),
                 pure=False,
                 workers=None if addr is None else [addr],
                 allow_other_workers=True,
@@ -146,17 +187,105 @@ class DistributedLogJoint:
         except Exception as e:  # noqa: BLE001 - e.g. the scheduler went away: one line
             raise FitError(f"--engine dask: step {self.step} failed: {type(e).__name__}: "
                            f"{str(e).splitlines()[0][:300]}") from None  # fmt: skip
-        ordered = sorted((r for chunk in results for r in chunk), key=lambda r: r[0])
-        value = np.zeros(zeta.shape[0])
-        grad = np.zeros_like(zeta)
-        for _, v, g in ordered:
-            value = value + v
-            grad = grad + g
-        self.last_grad = grad
-        return value
+        return sorted((r for chunk in results for r in chunk), key=lambda r: r[0])
 
     def get_state(self) -> dict:
         return {"step": self.step}
 
     def set_state(self, state: dict) -> None:
         self.step = int(state["step"])
+
+
+class DistributedLogJoint(_OnWorkers):
+    """An unbiased, differentiable estimate of the full-data log joint from B rows per call,
+    drawn on the workers from their own partitions (stratified: b_p rows of partition p)."""
+
+    def __init__(self, data: PartitionedData, model, batch: int, seed: int):
+        super().__init__(data, model)
+        self.seed = int(seed)
+        self.counts = rows_per_partition(data.lengths, batch)
+        self.last_grad = None
+
+    def __call__(self, zeta):
+        return self.prior(zeta) + _rows_part(zeta, self)
+
+    def rows_log_lik(self, zeta: np.ndarray) -> np.ndarray:
+        """The workers' sum; its gradient is kept for the vjp."""
+        zeta = np.ascontiguousarray(zeta, dtype=float)
+        used = [p for p in range(len(self.data.parts)) if self.counts[p]]  # skip empty files
+        ordered = self._pass(partitions_step, used, zeta, self.seed, self.step + 1,
+                             per_partition=[int(c) for c in self.counts])  # fmt: skip
+        value = np.zeros(zeta.shape[0])
+        grad_ = np.zeros_like(zeta)
+        for _, v, g in ordered:
+            value = value + v
+            grad_ = grad_ + g
+        self.last_grad = grad_
+        return value
+
+
+@primitive
+def _all_rows(zeta, engine):
+    return engine.values(zeta)
+
+
+@primitive
+def _all_rows_grad(zeta, g, engine):
+    return g[:, None] * engine.gradients(zeta)
+
+
+defvjp(_all_rows, lambda ans, zeta, engine: lambda g: _all_rows_grad(zeta, g, engine))
+defvjp(
+    _all_rows_grad,
+    lambda ans, zeta, g, engine: lambda v: g[:, None] * engine.hvp(zeta, v),
+    lambda ans, zeta, g, engine: lambda v: anp.sum(v * engine.gradients(zeta), axis=1),
+)
+
+
+class FullDataLogJoint(_OnWorkers):
+    """The full-data log joint of S draws, every row of every partition summed on the worker
+    that holds it: the default deterministic road's objective under --engine dask (its
+    L-BFGS, Hessian-vector products and PSIS check call it like any log joint). A pass sends
+    the draws (and the vectors of a Hessian-vector product) and gets back, per partition, S
+    sums and their S x D gradients or products; the rows stay where they are. The gradient of
+    the draws last evaluated is kept, so a value and its gradient are one pass."""
+
+    def __init__(self, data: PartitionedData, model):
+        super().__init__(data, model)
+        self.passes = 0
+        self._last: tuple[bytes, np.ndarray, np.ndarray] | None = None
+
+    def __call__(self, zeta, binary: bool = False):
+        return self.prior(zeta) + _all_rows(zeta, self)
+
+    def _key(self, zeta: np.ndarray) -> bytes:
+        return hashlib.sha256(np.ascontiguousarray(zeta, dtype=float).tobytes()).digest() + \
+            np.asarray(zeta.shape).tobytes()  # fmt: skip
+
+    def _sum(self, zeta: np.ndarray, vectors: np.ndarray | None):
+        self.passes += 1
+        zeta = np.ascontiguousarray(zeta, dtype=float)
+        if vectors is not None:
+            vectors = np.ascontiguousarray(vectors, dtype=float)
+        used = [p for p in range(len(self.data.parts)) if self.data.lengths[p]]
+        ordered = self._pass(partitions_full, used, zeta, vectors)
+        value = np.zeros(zeta.shape[0])
+        total = np.zeros_like(zeta)
+        for _, v, g in ordered:
+            if v is not None:
+                value = value + v
+            total = total + g
+        return value, total
+
+    def values(self, zeta: np.ndarray) -> np.ndarray:
+        value, gradient = self._sum(zeta, None)
+        self._last = (self._key(zeta), value, gradient)
+        return value
+
+    def gradients(self, zeta: np.ndarray) -> np.ndarray:
+        if self._last is None or self._last[0] != self._key(zeta):
+            self.values(zeta)
+        return self._last[2]
+
+    def hvp(self, zeta: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+        return self._sum(zeta, vectors)[1]
