@@ -120,10 +120,10 @@ class Checkpointer:
                 raise CheckpointError(f"{self.path}: the checkpoint has no state for '{name}'")
             obj.set_state(extras[name])
 
-    def interrupted(self, iteration: int) -> Interrupted:
+    def interrupted(self, iteration: int, unit: str = "iteration") -> Interrupted:
         name = signal.Signals(self.stop_signal).name
         return Interrupted(
-            f"{name} at iteration {iteration}: wrote the checkpoint {self.path}; continue the "
+            f"{name} at {unit} {iteration}: wrote the checkpoint {self.path}; continue the "
             f"fit with the same command and --resume {self.path}",
             self.stop_signal,
         )

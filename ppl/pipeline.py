@@ -93,8 +93,8 @@ def fit(
     `rank` (full | diag), `dof` (a Student-t standard distribution) and `schedule` are DSVI's;
     so is `stream` (from build_streamed: minibatches from a file read in chunks). `monitor` sees
     q's unconstrained mean at every ELBO evaluation (ADVI and DSVI). `checkpoint`
-    (ppl.checkpoint.Checkpointer) saves and resumes the stochastic loops of every method (not
-    auto's default road, which has none).
+    (ppl.checkpoint.Checkpointer) saves and resumes the stochastic loops of every method, and the
+    passes of auto's default road over Dask partitions (not its in-memory road, which has none).
     `partitions` (from build_distributed): the rows on Dask workers; `auto` sums every row there
     (its deterministic road on the full-data log joint), `dsvi` draws minibatches there.
     """
@@ -141,14 +141,14 @@ def fit(
     if given and method != "dsvi":
         raise ModelError(f"{', '.join(given)}: DSVI's option(s); use them with --method dsvi")
     deterministic = method == "auto" and optimizer is None and refine_draws > 0 and not binary
-    if checkpoint is not None and deterministic:
+    if checkpoint is not None and deterministic and partitions is None:
         raise ModelError(
             "--checkpoint/--resume: method 'auto' takes its deterministic road here, which has no "
             "stochastic loop to checkpoint; checkpoints work with --method advi, fullrank, bbvi "
             "or dsvi, or auto with --optimizer or --no-polish"
         )
     if partitions is not None and method == "auto":
-        model = _on_every_row(model, partitions)
+        model = _on_every_row(model, partitions, checkpoint)
     chosen = choose_families(model, method, families)
     vi_method = METHODS[method]
     start = time.perf_counter()
@@ -273,16 +273,17 @@ def fit(
     return result
 
 
-def _on_every_row(model: CompiledModel, partitions) -> CompiledModel:
+def _on_every_row(model: CompiledModel, partitions, checkpoint=None) -> CompiledModel:
     """The driver's model (on a sample of the rows) with the full-data log joint of the Dask
     partitions in place of its own: the default road then fits the posterior of every row,
-    its passes computed where the rows are (ppl.distributed.gradient.FullDataLogJoint)."""
+    its passes computed where the rows are and checkpointed per pass
+    (ppl.distributed.gradient.FullDataLogJoint)."""
     import copy
 
     from ppl.distributed.gradient import FullDataLogJoint
 
     whole = copy.copy(model)
-    whole.log_joint = FullDataLogJoint(partitions, model)
+    whole.log_joint = FullDataLogJoint(partitions, model, checkpoint)
     return whole
 
 
@@ -341,6 +342,7 @@ def _richer_if_better(first: FitResult, log_joint, rng, *, seed: int,
     fit time.
     Each candidate is kept when its ELBO on its own output draws is higher than the best so
     far (all on the same unconstrained space: comparable)."""
+    from ppl.checkpoint import Interrupted
     from ppl.inference.auto import linear_response, low_rank, richer
 
     model = first.model
@@ -371,6 +373,8 @@ def _richer_if_better(first: FitResult, log_joint, rng, *, seed: int,
         try:
             with np.errstate(all="ignore"):
                 q = make()
+        except Interrupted:
+            raise  # a signal during a candidate's pass (--engine dask checkpoints per pass)
         except (PplError, ArithmeticError, ValueError, np.linalg.LinAlgError) as e:
             tried.append(f"a {name} failed ({str(e).splitlines()[0][:200]})")
             continue

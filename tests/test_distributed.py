@@ -177,6 +177,34 @@ def test_a_worker_killed_on_the_default_road_changes_no_number(client, distribut
     client.wait_for_workers(2, timeout=60)
 
 
+def test_default_road_interrupted_resumes_from_its_passes_to_the_same_numbers(
+    distributed, full_data_fit, tmp_path
+):
+    """--checkpoint on the default road over partitions: every pass's sums are kept; a signal
+    writes them and stops; the resumed fit replays them without the workers and goes on, to
+    the uninterrupted fit's numbers, bit for bit."""
+    model, partitions = distributed
+    path = tmp_path / "road.ckpt"
+    first = Checkpointer(path, every=5, fingerprint=_fingerprint())
+
+    def interrupt(iteration, value):
+        if iteration >= 4:
+            first.stop_signal = signal.SIGINT  # what the SIGINT handler does
+
+    with pytest.raises(Interrupted) as stopped:
+        fit(model, "auto", seed=1, partitions=partitions, progress=interrupt, checkpoint=first)
+    assert stopped.value.exit_code == 130 and " at pass " in str(stopped.value)
+    payload = load(path, _fingerprint())
+    saved = len(payload["state"]["passes"])
+    assert saved >= 4
+    again = Checkpointer(path, every=5, fingerprint=_fingerprint(), resume=payload)
+    resumed = fit(model, "auto", seed=1, partitions=partitions, checkpoint=again)
+    # the saved passes come from the checkpoint (and a pass asked twice from memory)
+    assert 0 < resumed.model.log_joint.passes <= full_data_fit.model.log_joint.passes - saved
+    for name in ("alpha", "beta"):
+        np.testing.assert_array_equal(resumed.draws[name], full_data_fit.draws[name])
+
+
 def _fingerprint():
     return {"test": "resume"}
 

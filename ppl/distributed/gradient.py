@@ -250,23 +250,41 @@ class FullDataLogJoint(_OnWorkers):
     sums and their S x D gradients or products; the rows stay where they are. The gradient of
     the draws last evaluated is kept, so a value and its gradient are one pass."""
 
-    def __init__(self, data: PartitionedData, model):
+    def __init__(self, data: PartitionedData, model, checkpoint=None):
+        """`checkpoint` (ppl.checkpoint.Checkpointer): every pass's sums are kept by the hash of
+        what was sent and saved every `checkpoint.every` passes and on SIGINT/SIGTERM (then
+        Interrupted is raised); a resumed fit replays the saved passes without the workers.
+        The road is deterministic, so it asks for the same passes and ends in the same
+        numbers, bit for bit."""
         super().__init__(data, model)
         self.passes = 0
         self._last: tuple[bytes, np.ndarray, np.ndarray] | None = None
+        self.checkpoint = checkpoint
+        self.done: dict[bytes, tuple] = {}
+        if checkpoint is not None and checkpoint.resume is not None:
+            self.done = dict(checkpoint.resume["state"].get("passes", {}))
 
     def __call__(self, zeta, binary: bool = False):
         return self.prior(zeta) + _all_rows(zeta, self)
 
-    def _key(self, zeta: np.ndarray) -> bytes:
-        return hashlib.sha256(np.ascontiguousarray(zeta, dtype=float).tobytes()).digest() + \
-            np.asarray(zeta.shape).tobytes()  # fmt: skip
+    @staticmethod
+    def _key(*arrays: np.ndarray | None) -> bytes:
+        digest = hashlib.sha256()
+        for a in arrays:
+            if a is not None:
+                a = np.ascontiguousarray(a, dtype=float)
+                digest.update(np.asarray(a.shape).tobytes() + a.tobytes())
+            digest.update(b"|")
+        return digest.digest()
 
     def _sum(self, zeta: np.ndarray, vectors: np.ndarray | None):
-        self.passes += 1
         zeta = np.ascontiguousarray(zeta, dtype=float)
         if vectors is not None:
             vectors = np.ascontiguousarray(vectors, dtype=float)
+        key = self._key(zeta, vectors) if self.checkpoint is not None else b""
+        if key in self.done:
+            return self.done[key]
+        self.passes += 1
         used = [p for p in range(len(self.data.parts)) if self.data.lengths[p]]
         ordered = self._pass(partitions_full, used, zeta, vectors)
         value = np.zeros(zeta.shape[0])
@@ -275,15 +293,26 @@ class FullDataLogJoint(_OnWorkers):
             if v is not None:
                 value = value + v
             total = total + g
+        if self.checkpoint is not None:
+            self._save(key, (value, total))
         return value, total
+
+    def _save(self, key: bytes, sums: tuple) -> None:
+        """Keep this pass; write the checkpoint every `every` passes, and stop on a signal."""
+        c = self.checkpoint
+        self.done[key] = sums
+        if c.stop_signal is not None or self.passes % c.every == 0:
+            c.save(0, {"passes": self.done})
+        if c.stop_signal is not None:
+            raise c.interrupted(self.passes, "pass")
 
     def values(self, zeta: np.ndarray) -> np.ndarray:
         value, gradient = self._sum(zeta, None)
-        self._last = (self._key(zeta), value, gradient)
+        self._last = (self._key(zeta, None), value, gradient)
         return value
 
     def gradients(self, zeta: np.ndarray) -> np.ndarray:
-        if self._last is None or self._last[0] != self._key(zeta):
+        if self._last is None or self._last[0] != self._key(zeta, None):
             self.values(zeta)
         return self._last[2]
 
