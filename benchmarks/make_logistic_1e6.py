@@ -8,7 +8,7 @@ default road against the in-memory fit (docs/dask.md):
     ppl fit models/logistic_regression/fixed_prior.model DIR/all.csv
 """
 
-import sys
+import argparse
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +18,9 @@ ROWS, K, FILES = 1_000_000, 20, 4
 
 
 def main() -> None:
-    out = Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/m1")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dir", nargs="?", default="/tmp/m1", type=Path, help="output directory")
+    out = parser.parse_args().dir
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(7)
     beta, alpha = rng.normal(0, 0.5, K), -0.3
