@@ -73,6 +73,10 @@ def verdict(k: float) -> str:
     return "not reliable"
 
 
+#: Importance ratios spanning less than this (relative to log p's span) are constant to rounding.
+EXACT_SPREAD = 1e-9
+
+
 def check_fit(
     log_joint: Callable[[np.ndarray], np.ndarray],
     log_q: Callable[[np.ndarray], np.ndarray],
@@ -100,6 +104,12 @@ def check_fit(
                 "elbo_mcse": None, "log_weights": None}  # fmt: skip
     lr_ok = np.where(finite, lr, -np.inf)
     log_weights, k = psis(lr_ok)
+    if finite.all() and np.ptp(lr) <= EXACT_SPREAD * max(1.0, np.ptp(lp)) and np.ptp(lp) > 1e-6:
+        # the ratios are constant to rounding while log p varies over the draws: q is the
+        # posterior up to its normalising constant and the weights have no tail to fit (the
+        # Pareto fit would see rounding noise, or fewer than 5 exceedances, and say inf). A q
+        # collapsed to a point (log p constant too) keeps the fit's verdict.
+        k = 0.0
     return {
         **out,
         "khat": k,

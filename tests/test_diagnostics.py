@@ -11,7 +11,7 @@ from scipy import stats
 
 from ppl.checker import check
 from ppl.compiler import CompiledModel
-from ppl.diagnostics import fit_generalized_pareto, psis
+from ppl.diagnostics import check_fit, fit_generalized_pareto, psis
 from ppl.parser import parse
 from ppl.pipeline import fit
 from ppl.summary import summarise
@@ -130,3 +130,15 @@ def test_auto_turns_to_full_rank_when_khat_flags_mean_field():
     uncorrelated = fit(_correlated(rho=0.0), "auto", seed=1)
     assert uncorrelated.method == "auto"  # mean-field is exact: k-hat good, nothing more tried
     assert uncorrelated.diagnostics["khat"] <= 0.5 and not uncorrelated.notes
+
+
+def test_constant_ratios_are_exact_only_where_the_draws_spread():
+    """q = p up to a constant (log p varies, the ratios only by rounding): k-hat 0, good. A q
+    collapsed to a point gives constant ratios too, but constant log p: no verdict from that."""
+    zeta = np.random.default_rng(0).standard_normal((1000, 2))
+    log_p = lambda z: -0.5 * np.sum(z**2, axis=1)  # noqa: E731
+    exact = check_fit(log_p, lambda z: log_p(z) - 3.0 + 1e-15 * z[:, 0], zeta)
+    assert exact["khat"] == 0.0 and exact["verdict"] == "good"
+    point = np.zeros((1000, 2)) + 1e-14 * zeta
+    collapsed = check_fit(log_p, lambda z: np.full(len(z), 30.0), point)
+    assert collapsed["khat"] > 0.7
