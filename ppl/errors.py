@@ -23,3 +23,9 @@ class DataError(PplError):
 
 class FitError(PplError):
     """The optimisation could not produce a trustworthy result (e.g. non-finite ELBO)."""
+
+
+class SecondDerivativeError(ValueError):
+    """A function that has gradients but no second derivatives (an ODE solution's forward
+    sensitivities): Hessian-vector products go by differences of gradients instead
+    (ppl.inference.hessian)."""

@@ -1,9 +1,13 @@
-"""ODE solutions with gradients: scipy's solve_ivp on all draws at once, differentiated by forward
-sensitivities (the augmented system dS/dt = J_y S + J_p, S(t0) = [I | 0]) as an autograd primitive.
+"""ODE solutions with gradients, differentiated by forward sensitivities (the augmented system
+dS/dt = J_y S + J_p, S(t0) = [I | 0]) as an autograd primitive.
 
-The right-hand side is any autograd-traceable `rhs(t, y, p)` on batched values (y: (S, N), p:
-(S, P), one row per draw); its Jacobian comes from one reverse pass over N stacked copies of
-the draws, copy i seeded with e_i (draws are independent, so each row's gradient is its own).
+The right-hand side is any autograd-traceable `rhs(t, y, p)` on batched values (t: (S,), y:
+(S, N), p: (S, P), one row per draw); its Jacobian comes from one reverse pass over N stacked
+copies of the draws, copy i seeded with e_i (draws are independent, so each row's gradient is its
+own). The non-stiff solvers run ppl.dopri5 (each draw its own step size) on a tape of that
+function and its Jacobian (ppl.tape: recorded once per solve, replayed as plain numpy), when the
+caller marks the function as free of branches on its values; otherwise, and for the stiff
+solvers, scipy's solve_ivp integrates all draws as one system.
 """
 
 from __future__ import annotations
@@ -15,6 +19,10 @@ import numpy as np
 from autograd import make_vjp
 from autograd.extend import defvjp, primitive
 from autograd.tracer import isbox
+
+from ppl import dopri5
+from ppl.errors import SecondDerivativeError
+from ppl.tape import TapeMismatch, record
 
 
 @dataclass(frozen=True)
@@ -54,6 +62,7 @@ class Problem:
     atol: float
     max_steps: int
     sensitivities: np.ndarray | None = field(default=None, repr=False)  # (S, T, N, N + P)
+    tapeable: bool = False  # rhs has no branch on its values: ppl.dopri5 on a tape of it
 
 
 class ODEError(ValueError):
@@ -74,11 +83,6 @@ def _solve_differentiable(x, problem: Problem):
     return y
 
 
-class SecondDerivativeError(ValueError):
-    """Hessians through an ODE solution would need second-order sensitivities; the callers that
-    want curvature (Laplace starts, preconditioners) catch ValueError and go without."""
-
-
 def _solve_vjp(ans, x, problem: Problem):
     sensitivities = problem.sensitivities
     nested = isbox(x)  # this gradient is itself being differentiated (Hessian-vector products)
@@ -95,6 +99,63 @@ defvjp(_solve_differentiable, _solve_vjp)
 
 
 def _integrate(problem: Problem, x: np.ndarray, with_sensitivities: bool):
+    if problem.method == "RK45" and problem.tapeable:
+        try:
+            return _integrate_taped(problem, x, with_sensitivities)
+        except TapeMismatch:
+            problem.tapeable = False
+    return _integrate_stacked(problem, x, with_sensitivities)
+
+
+def _integrate_taped(problem: Problem, x: np.ndarray, with_sensitivities: bool):
+    """ppl.dopri5 on a tape of the right-hand side (and its Jacobian): failed draws are NaN."""
+    S, M = x.shape
+    N = problem.n_states
+    y0, p = x[:, :N], x[:, N:]
+    t_rows = np.full(S, problem.t0)
+    later = (t_rows + 0.5 * (problem.ts[-1] - problem.t0), x * 1.01)  # a second point to check
+
+    if not with_sensitivities:
+        tape = record(lambda t, v: problem.rhs(t, v[:, :N], v[:, N:]) + anp.zeros((S, N)),
+                      (t_rows, x), check=later)  # fmt: skip
+
+        def f(t, z):
+            return tape(t, np.concatenate([z, p], axis=1))
+
+        return dopri5.integrate(f, y0, problem.t0, problem.ts, problem.rtol, problem.atol,
+                                problem.max_steps), None  # fmt: skip
+
+    def value_and_jacobian(t, v):
+        stacked = anp.concatenate([v] * N, axis=0)
+        times = anp.concatenate([t] * N, axis=0)
+
+        def g(u):
+            return problem.rhs(times, u[:, :N], u[:, N:]) + anp.zeros((N * S, N))
+
+        vjp, value = make_vjp(g)(stacked)
+        grads = vjp(np.repeat(np.eye(N), S, axis=0))  # copy i seeded with e_i
+        return anp.concatenate([anp.ravel(value[:S]), anp.ravel(grads)])
+
+    tape = record(value_and_jacobian, (t_rows, x), check=later)
+
+    def f(t, z):
+        packed = tape(t, np.concatenate([z[:, :N], p], axis=1))
+        dy = packed[: S * N].reshape(S, N)
+        J = packed[S * N :].reshape(N, S, M).transpose(1, 0, 2)
+        dsens = J[:, :, :N] @ z[:, N:].reshape(S, N, M)
+        dsens[:, :, N:] += J[:, :, N:]
+        return np.concatenate([dy, dsens.reshape(S, N * M)], axis=1)
+
+    s0 = np.zeros((S, N, M))
+    s0[:, :, :N] = np.eye(N)
+    z0 = np.concatenate([y0, s0.reshape(S, N * M)], axis=1)
+    z = dopri5.integrate(f, z0, problem.t0, problem.ts, problem.rtol, problem.atol,
+                         problem.max_steps, control=N)  # fmt: skip
+    return z[:, :, :N], z[:, :, N:].reshape(S, len(problem.ts), N, M)
+
+
+def _integrate_stacked(problem: Problem, x: np.ndarray, with_sensitivities: bool):
+    """scipy's solve_ivp on all draws as one system (one step size for all)."""
     from scipy import sparse  # here, not at import: `ppl check` loads no scipy (startup time)
     from scipy.integrate import solve_ivp
 

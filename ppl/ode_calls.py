@@ -7,6 +7,8 @@ The real arguments that vary between draws (or are being differentiated) are pac
 
 from __future__ import annotations
 
+import dataclasses
+
 import autograd.numpy as anp
 import numpy as np
 from autograd.tracer import isbox
@@ -30,6 +32,7 @@ def compile_ode_call(e: ast.Call, arg_fns: list, stmt_fn, errors):
     else:
         tol_fns, extra = fns[6 : 6 + n_tol], [3, 4, 5]
     extra_types = [args[i].type for i in extra]
+    tapeable = straight_line(fdef)
 
     def ode(ev):
         if ev.in_vector_loop:
@@ -75,7 +78,8 @@ def compile_ode_call(e: ast.Call, arg_fns: list, stmt_fn, errors):
                     start += size
             return user_calls.invoke(ev, e, fdef, [t, y] + values, stmt_fn, errors)
 
-        problem = Problem(rhs, n, float(np.asarray(t0)), ts, solver.method, rtol, atol, max_steps)
+        problem = Problem(rhs, n, float(np.asarray(t0)), ts, solver.method, rtol, atol,
+                          max_steps, tapeable=tapeable)  # fmt: skip
         try:
             y = solve(problem, y0, p)
         except ValueError as err:
@@ -83,3 +87,33 @@ def compile_ode_call(e: ast.Call, arg_fns: list, stmt_fn, errors):
         return y if batched else y[0]
 
     return ode
+
+
+_BRANCHES = (ast.If, ast.While, ast.Ternary, ast.Reject, ast.Print, ast.Break, ast.Continue)
+_DECISIONS = {"<", ">", "<=", ">=", "==", "!=", "&&", "||"}
+
+
+def straight_line(fdef: ast.FunctionDef, seen: frozenset = frozenset()) -> bool:
+    """Whether a user function (and every user function it calls) computes the same operations
+    whatever its arguments' values: no branch, comparison or early exit, so that a tape recorded
+    at one point holds at every point (ppl.tape)."""
+    if id(fdef) in seen:
+        return False  # recursion: its depth may depend on the values
+    seen = seen | {id(fdef)}
+    stack: list = [fdef.body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list | tuple):
+            stack.extend(node)
+            continue
+        if not dataclasses.is_dataclass(node):
+            continue
+        if isinstance(node, _BRANCHES) or (isinstance(node, ast.BinOp) and node.op in _DECISIONS):
+            return False
+        if isinstance(node, ast.UnOp) and node.op == "not":
+            return False
+        called = getattr(node, "user_function", None) if isinstance(node, ast.Call) else None
+        if called is not None and not straight_line(called.definition, seen):
+            return False
+        stack.extend(getattr(node, f.name) for f in dataclasses.fields(node))
+    return True

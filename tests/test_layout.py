@@ -41,6 +41,8 @@ STAGES: list[tuple[str, list[str]]] = [
             "ppl.functions_linalg",
             "ppl.functions_extra",
             "ppl.transforms",
+            "ppl.tape",
+            "ppl.dopri5",
             "ppl.ode",
             "ppl.printing",
         ],

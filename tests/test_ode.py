@@ -131,3 +131,94 @@ def test_ode_signature_errors_are_located(call, message):
     src = LV_FUNCTIONS + f"model {{ array[N] vector[2] z = {call}; }}"
     with pytest.raises(ModelError, match=message):
         check(parse(src, "m.stan"))
+
+
+def test_per_draw_steps_against_the_closed_form_with_time_in_the_right_hand_side():
+    """y' = k t + c (t used by the function: each draw's own time is passed): y = y0 + k t^2/2
+    + c t; one draw's rate 50x another's, each on its own steps (ppl.dopri5 on a tape)."""
+    src = """
+functions { vector f(real t, vector y, real k, real c) { return [k * t + c * y[1] / y[1]]'; } }
+data { int N; array[N] real ts; }
+parameters { real<lower=0> k; real c; real<lower=0> y0; }
+model { array[N] vector[1] y = ode_rk45_tol(f, [y0]', 0, ts, 1e-10, 1e-10, 100000, k, c);
+        target += sum(to_array_1d(y)); }
+"""
+    model = _model(src, {"N": 4, "ts": TS})
+    zeta = np.array([[np.log(0.2), 0.3, 0.0], [np.log(10.0), -1.0, np.log(3.0)]])
+    k, c, y0 = np.exp(zeta[:, :1]), zeta[:, 1:2], np.exp(zeta[:, 2:])
+    prior_free = (y0 + k * TS**2 / 2 + c * TS).sum(1) + zeta[:, 0] + zeta[:, 2]  # + log-Jacobians
+    np.testing.assert_allclose(model.log_joint(zeta), prior_free, rtol=1e-9)
+    expected = np.stack([(k * TS**2 / 2).sum(1) + 1, np.full(2, TS.sum()),
+                         4 * y0[:, 0] + 1], axis=1)  # fmt: skip
+    np.testing.assert_allclose(grad(lambda z: anp.sum(model.log_joint(z)))(zeta), expected,
+                               rtol=1e-8)  # fmt: skip
+
+
+def test_a_draw_over_max_num_steps_is_rejected_alone():
+    """Stan rejects the draw whose solve takes more than max_num_steps steps: here NaN for that
+    draw's solution, the other draws' solutions exact."""
+    problem = Problem(lambda t, y, p: -p * y, 1, 0.0, TS, "RK45", 1e-10, 1e-10, 60, tapeable=True)
+    x = np.array([[1.0, 0.5], [1.0, 400.0]])  # the second decays 800x faster: many more steps
+    y = solve(problem, x[:, :1], x[:, 1:])
+    np.testing.assert_allclose(y[0, :, 0], np.exp(-0.5 * TS), rtol=1e-8)
+    assert np.isnan(y[1]).all()
+
+
+def test_functions_with_branches_are_not_taped():
+    """A tape freezes control flow, so a right-hand side with an `if` or a comparison runs
+    through scipy's stacked solver instead."""
+    from ppl.ode_calls import straight_line
+
+    src = """
+functions {
+  vector branchy(real t, vector z, real a) { if (t > 1) return -a * z; return -z; }
+  vector compare(real t, vector z, real a) { return -(a > 1) * z; }
+  vector plain(real t, vector z, real a) { return -a * z; }
+}
+model { }
+"""
+    defs = {f.name: f for f in parse(src, "m.stan").functions}
+    assert straight_line(defs["plain"])
+    assert not straight_line(defs["branchy"]) and not straight_line(defs["compare"])
+
+
+def test_tape_replays_and_refuses_a_branch_on_values():
+    from autograd.tracer import getval
+
+    from ppl.tape import TapeMismatch, record
+
+    def f(t, v):
+        return anp.exp(v) * t[:, None] + anp.sin(v[:, :1])
+
+    t, v = np.array([0.5, 2.0]), np.array([[0.1, 0.2], [0.3, -1.0]])
+    tape = record(f, (t, v), check=(t + 1, v * 2))
+    np.testing.assert_allclose(tape(t * 3, v - 1), f(t * 3, v - 1), rtol=1e-15)
+
+    def branchy(t, v):
+        return v * 2 if getval(v)[0, 0] > 0 else v  # a value read outside autograd
+
+    with pytest.raises(TapeMismatch):
+        record(branchy, (t, v), check=(t, -v))
+
+
+def test_curvature_through_an_ode_by_differences_of_gradients():
+    """Hessian-vector products cannot go through the sensitivities; ppl.inference.hessian
+    differences gradients instead: the Hessian of a decay model's log density against the same
+    model written in closed form (autograd's exact Hessian)."""
+    from ppl.inference.hessian import hessian_by_hvp
+
+    body = """
+data { int N; array[N] real ts; vector[N] y; }
+parameters { real<lower=0> k; real<lower=0> y0; }
+model { k ~ normal(1, 1); y0 ~ normal(2, 1); %s
+        y ~ normal(to_vector(m), 0.1); }
+"""
+    ode = """functions { vector f(real t, vector y, real k) { return -k * y; } }""" + body % (
+        "array[N] vector[1] s = ode_rk45_tol(f, [y0]', 0, ts, 1e-10, 1e-10, 100000, k);"
+        " array[N] real m; for (n in 1:N) m[n] = s[n][1];")
+    closed = body % "vector[N] m = y0 * exp(-k * to_vector(ts));"
+    data = {"N": 4, "ts": TS, "y": 2 * np.exp(-0.8 * TS) + 0.05}
+    point = np.log([0.8, 2.0])
+    H_ode = hessian_by_hvp(_model(ode, data).log_joint, point)
+    H_exact = hessian_by_hvp(_model(closed, data).log_joint, point)
+    np.testing.assert_allclose(H_ode, H_exact, rtol=1e-5, atol=1e-3)
