@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import autograd.numpy as anp
 import numpy as np
+from autograd.tracer import isbox
 
 from ppl import ast
 from ppl.checker import CheckedProgram, decl_type
@@ -21,6 +22,10 @@ from ppl.evaluator import Devectorise, ElementList, Evaluator, NeedsPerSample, R
 from ppl.parser import format_location
 from ppl.transforms import Identity, LowerBound, make_transform
 from ppl.types import SType, fast_ndim, fast_shape, sum_to_batch0
+
+#: Draws x data rows in one value-only log-joint call: a larger call only moves more memory
+#: (a 200,000-row logistic regression's PSIS check: 4.5 s in calls of 200 draws, 1.5 s in 20)
+ROW_BUDGET = 4_000_000
 
 
 @dataclass
@@ -111,6 +116,8 @@ class CompiledModel:
         self._check_bounds_block(self.program.transformed_data, "transformed data")
         self.latents = self._layout()
         self.dim = sum(lat.size for lat in self.latents)
+        rows = max([np.shape(v)[0] for v in self.data.values() if np.ndim(v) > 0] or [1])
+        self.draws_per_call = max(1, ROW_BUDGET // max(rows, 1))
 
     # ---- set-up
     def _run_block(self, ev: Evaluator, stmts, label: str) -> None:
@@ -311,6 +318,9 @@ class CompiledModel:
         `binary=True` lets binary latents take their 0/1 values (score-function methods only).
         """
         S = fast_shape(zeta)[0]
+        if S > self.draws_per_call and not isbox(zeta):
+            k = self.draws_per_call
+            return np.concatenate([self.log_joint(zeta[i : i + k], binary) for i in range(0, S, k)])
         if not self.per_sample:
             while True:
                 try:
