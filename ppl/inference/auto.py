@@ -81,8 +81,10 @@ def fit_auto(
     scores = {name: elbo_on(log_joint, family, th, probe) for name, th in starts.items()}
     chosen = max(scores, key=lambda k: scores[k])
     coordinates = Preconditioned(family, starts[chosen], precision)
+    # more draws than dimensions: whitened, they make the fixed-draw ELBO exact for the
+    # quadratic part of log p (a posterior near Gaussian is solved in one round)
     result = fit_fixed_draws(log_joint, coordinates, np.zeros(coordinates.size), seed=seed,
-                             progress=progress)  # fmt: skip
+                             first_draws=max(FIRST_DRAWS, dim + 2), progress=progress)  # fmt: skip
     result.polish["coordinates"], result.polish["optimum"] = coordinates, result.theta
     result.family, result.theta = family, np.asarray(coordinates.theta(result.theta))
     result.grad_evals += mode.grad_evals + hvp_evals
