@@ -10,8 +10,6 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from ppl.checker import check
 from ppl.compiler import CompiledModel
 from ppl.parser import parse
