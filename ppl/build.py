@@ -38,9 +38,11 @@ def build_streamed(
     *,
     chunk_rows: int = 20000,
     keep: int = ELBO_ROWS,
+    binary: bool = False,
 ):
     """The model on a uniform sample of `keep` rows of the one CSV in `data_paths`, and the
-    stream (ppl.data_stream) that reads that file a chunk at a time for --stream."""
+    stream (ppl.data_stream) that reads that file a chunk at a time for --stream (`binary`: and
+    keeps a binary copy of every chunk, read back at every pass of the default road)."""
     from ppl.data_stream import CsvStream
 
     checked = load_model(model_path)
@@ -52,7 +54,7 @@ def build_streamed(
         )
     others = [p for p in data_paths if p != csvs[0]]
     stream = CsvStream(csvs[0], data_specs(checked), others, sets or {}, chunk_rows)
-    sample = stream.scan(keep, np.random.default_rng([seed, 1]))
+    sample = stream.scan(keep, np.random.default_rng([seed, 1]), binary=binary)
     return CompiledModel(checked, sample, seed), stream
 
 

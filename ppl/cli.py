@@ -122,8 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument(
         "--stream",
         action="store_true",
-        help="with --method dsvi --batch B, read the CSV a chunk at a time and draw the "
-        "minibatches from the chunks: memory bounded by the chunk, whatever the file's size",
+        help="read the CSV a chunk at a time: memory bounded by the chunk, whatever the "
+        "file's size. The default road sums every row, chunk by chunk, at every pass; with "
+        "--method dsvi --batch B the minibatches are drawn from the chunks",
     )
     f.add_argument(
         "--chunk-rows",
@@ -301,18 +302,18 @@ def _validate_options(args):
             raise PplError("--eta must be a positive number")
         if args.grad_samples is not None and args.grad_samples < 1:
             raise PplError("--grad-samples must be at least 1")
-        if args.stream and (args.batch is None or args.method != "dsvi"):
-            raise PplError("--stream draws minibatches from the file: use it with --method dsvi "
-                           "and --batch B")  # fmt: skip
-        if args.stream and args.chunk_rows < args.batch:
+        dsvi = args.method == "dsvi" and args.batch is not None
+        road = args.method == "auto" and args.batch is None and not args.optimizer \
+            and not args.no_polish  # fmt: skip
+        if args.stream and not (dsvi or road):
+            raise PplError("--stream fits by the default road on every row (--method auto) or "
+                           "by DSVI's minibatches (--method dsvi --batch B)")  # fmt: skip
+        if args.stream and args.batch is not None and args.chunk_rows < args.batch:
             raise PplError(f"--chunk-rows {args.chunk_rows} must be at least --batch {args.batch}")
         if args.checkpoint_every < 1:
             raise PplError("--checkpoint-every must be at least 1")
         _check_not_an_input(args)
         if args.engine == "dask":
-            dsvi = args.method == "dsvi" and args.batch is not None
-            road = args.method == "auto" and args.batch is None and not args.optimizer \
-                and not args.no_polish  # fmt: skip
             if not (dsvi or road):
                 raise PplError(
                     "--engine dask fits by the default road on every row (--method "
@@ -412,7 +413,7 @@ def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
     if args.stream:
         model, stream = build_streamed(
             args.model, args.data, _sets(args.set), seed=args.seed, chunk_rows=args.chunk_rows,
-            keep=elbo_sample_rows(args.batch),
+            keep=elbo_sample_rows(args.batch or 0), binary=args.batch is None,
         )  # fmt: skip
     elif args.engine == "dask":
         from ppl.distributed.cluster import connect
@@ -462,6 +463,10 @@ def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
             workers = len(partitions.client.scheduler_info()["workers"])
             rows += (f" drawn on {workers} Dask worker{'s' if workers != 1 else ''} from "
                      f"{len(partitions.files)} files, {partitions.rows} rows")  # fmt: skip
+    elif stream is not None:
+        passes = getattr(result.model.log_joint, "passes", 0)
+        rows = (f"; every one of {stream.rows} rows, read in {len(stream.chunks)} chunks of up "
+                f"to {args.chunk_rows} rows at each of {passes} passes")  # fmt: skip
     elif partitions is not None:
         workers = len(partitions.client.scheduler_info()["workers"])
         passes = getattr(result.model.log_joint, "passes", 0)

@@ -94,7 +94,8 @@ def fit(
     so is `stream` (from build_streamed: minibatches from a file read in chunks). `monitor` sees
     q's unconstrained mean at every ELBO evaluation (ADVI and DSVI). `checkpoint`
     (ppl.checkpoint.Checkpointer) saves and resumes the stochastic loops of every method, and the
-    passes of auto's default road over Dask partitions (not its in-memory road, which has none).
+    passes of auto's default road over Dask partitions or --stream chunks (not its in-memory
+    road, which has none). `stream`: `auto` sums every row of the file, a chunk at a time.
     `partitions` (from build_distributed): the rows on Dask workers; `auto` sums every row there
     (its deterministic road on the full-data log joint), `dsvi` draws minibatches there.
     """
@@ -126,13 +127,14 @@ def fit(
         raise ModelError("the model has only hyperparameters; declare its latents in parameters")
     if batch is not None and method not in ("bbvi", "dsvi"):
         raise ModelError("--batch (data subsampling) works with --method bbvi or dsvi only")
-    if stream is not None and (method != "dsvi" or batch is None):
-        raise ModelError("--stream draws minibatches from the file: use it with --method dsvi "
-                         "and --batch B")  # fmt: skip
+    every_row = method == "auto" and batch is None and optimizer is None and refine_draws > 0
+    if stream is not None and not (method == "dsvi" and batch is not None) and not every_row:
+        raise ModelError("--stream fits by the default road on every row (--method auto) or by "
+                         "DSVI's minibatches (--method dsvi --batch B)")  # fmt: skip
     if (
         partitions is not None
         and not (method == "dsvi" and batch is not None)
-        and not (method == "auto" and batch is None and optimizer is None and refine_draws > 0)
+        and not every_row
     ):
         raise ModelError("--engine dask fits by the default road on every row (--method auto) "
                          "or by DSVI's minibatches (--method dsvi --batch B)")  # fmt: skip
@@ -141,14 +143,14 @@ def fit(
     if given and method != "dsvi":
         raise ModelError(f"{', '.join(given)}: DSVI's option(s); use them with --method dsvi")
     deterministic = method == "auto" and optimizer is None and refine_draws > 0 and not binary
-    if checkpoint is not None and deterministic and partitions is None:
+    if checkpoint is not None and deterministic and partitions is None and stream is None:
         raise ModelError(
             "--checkpoint/--resume: method 'auto' takes its deterministic road here, which has no "
             "stochastic loop to checkpoint; checkpoints work with --method advi, fullrank, bbvi "
             "or dsvi, or auto with --optimizer or --no-polish"
         )
-    if partitions is not None and method == "auto":
-        model = _on_every_row(model, partitions, checkpoint)
+    if (partitions is not None or stream is not None) and method == "auto":
+        model = _on_every_row(model, partitions, stream, checkpoint)
     chosen = choose_families(model, method, families)
     vi_method = METHODS[method]
     start = time.perf_counter()
@@ -273,17 +275,23 @@ def fit(
     return result
 
 
-def _on_every_row(model: CompiledModel, partitions, checkpoint=None) -> CompiledModel:
-    """The driver's model (on a sample of the rows) with the full-data log joint of the Dask
-    partitions in place of its own: the default road then fits the posterior of every row,
-    its passes computed where the rows are and checkpointed per pass
-    (ppl.distributed.gradient.FullDataLogJoint)."""
+def _on_every_row(model: CompiledModel, partitions=None, stream=None,
+                  checkpoint=None) -> CompiledModel:  # fmt: skip
+    """The driver's model (on a sample of the rows) with the full-data log joint in place of its
+    own: the default road then fits the posterior of every row, its passes summed where the
+    rows are, Dask partitions on their workers or a --stream file's chunks one at a time, and
+    checkpointed per pass (ppl.inference.full_data)."""
     import copy
 
-    from ppl.distributed.gradient import FullDataLogJoint
-
     whole = copy.copy(model)
-    whole.log_joint = FullDataLogJoint(partitions, model, checkpoint)
+    if partitions is not None:
+        from ppl.distributed.gradient import full_data_log_joint
+
+        whole.log_joint = full_data_log_joint(partitions, model, checkpoint)
+    else:
+        from ppl.inference.full_data import FullDataLogJoint, StreamedRows
+
+        whole.log_joint = FullDataLogJoint(StreamedRows(stream, model), checkpoint)
     return whole
 
 

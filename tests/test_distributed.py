@@ -119,11 +119,11 @@ def test_full_data_log_joint_gradient_and_hessian_products_are_the_in_memory_one
     import autograd.numpy as anp
     from autograd import value_and_grad
 
-    from ppl.distributed.gradient import FullDataLogJoint
+    from ppl.distributed.gradient import full_data_log_joint
     from ppl.inference.hessian import batched_hvp
 
     model, partitions = distributed
-    whole = FullDataLogJoint(partitions, model)
+    whole = full_data_log_joint(partitions, model)
     memory = build(MODEL, [str(dataset / "all.csv")], seed=1).log_joint
     rng = np.random.default_rng(0)
     zeta, v = 0.3 * rng.standard_normal((5, K + 1)), rng.standard_normal((5, K + 1))

@@ -185,3 +185,31 @@ def test_data_specs_unchanged_by_stream(tmp_path):
     assert set(model.data) == {s.name for s in data_specs(load_model(model_path))}
     for name, value in whole.items():
         np.testing.assert_array_equal(model.data[name], value)
+
+
+def test_default_road_on_every_streamed_row_is_the_in_memory_fit(tmp_path):
+    """--stream without --batch: every pass sums every chunk's rows (ppl.inference.full_data,
+    the chunks read back from their binary copy), so the fit is the in-memory fit's up to the
+    order of float summation; the copy is removed with the stream."""
+    model_path, csv, x, y = _write(tmp_path, n=1000)
+    model, stream = build_streamed(model_path, [csv], chunk_rows=300, keep=100, binary=True)
+    streamed = fit(model, "auto", seed=4, draws=500, stream=stream)
+    whole = fit(build(model_path, [csv]), "auto", seed=4, draws=500)
+    assert len(stream.chunks) == 4 and streamed.model.log_joint.passes > 5
+    for name in ("a", "b"):
+        np.testing.assert_allclose(streamed.draws[name], whole.draws[name], rtol=1e-8, atol=1e-10)
+    copy = stream.binary
+    assert copy.is_dir() and len(list(copy.iterdir())) == 8  # x and y of 4 chunks
+    del stream, streamed, model
+    import gc
+
+    gc.collect()
+    assert not copy.exists()
+
+
+def test_stream_cli_default_road_reports_rows_chunks_and_passes(tmp_path):
+    model_path, csv, x, y = _write(tmp_path, n=1000)
+    rc, out, err = run_main(["fit", model_path, csv, "--stream", "--chunk-rows", "300",
+                             "--quiet", "--output", str(tmp_path / "out")])  # fmt: skip
+    assert rc == 0, err
+    assert "every one of 1000 rows, read in 4 chunks of up to 300 rows at each of" in out

@@ -1,25 +1,20 @@
 """The log joints of ``--engine dask``: the workers' row terms plus the driver's prior and
 log-Jacobian terms, differentiable by autograd like any log joint (ppl/distributed/__init__).
-DistributedLogJoint estimates it from a minibatch of rows (DSVI); FullDataLogJoint sums every
-row, with gradients and Hessian-vector products, for the default deterministic road."""
+DistributedLogJoint estimates it from a minibatch of rows (DSVI); `full_data_log_joint` sums
+every row, with gradients and Hessian-vector products, for the default deterministic road
+(ppl.inference.full_data, the partitions as its blocks of rows)."""
 
 from __future__ import annotations
 
-import hashlib
-
-import autograd.numpy as anp
 import numpy as np
 from autograd import make_vjp
 from autograd.extend import defvjp, primitive
 
 from ppl.errors import FitError, PplError
-from ppl.inference.hessian import batched_hvp
-from ppl.inference.subsample import Batches, check_row_wise, require_global
+from ppl.inference.full_data import FullDataLogJoint, PriorTerms, row_sums
+from ppl.inference.subsample import Batches
 
 from .partitions import PartitionedData, program
-
-#: Numbers per (draws x rows) array a worker works on at once in a full-data pass (32 MB).
-ROW_CELLS = 1 << 22
 
 
 class WorkerModel:
@@ -41,8 +36,8 @@ class WorkerModel:
 
     def all_rows(self, p: int, part: dict, zeta: np.ndarray, vectors: np.ndarray | None):
         """Every row's terms of partition p: per draw, their sum and its gradient in zeta, or
-        (with `vectors`) the Hessian-vector products H_s v_s of that sum. In chunks of draws,
-        so that a chunk's (draws x rows) arrays stay near ROW_CELLS numbers."""
+        (with `vectors`) the Hessian-vector products H_s v_s of that sum (ppl.inference.full_data
+        .row_sums); the partition's model is kept for the next pass."""
         model = self._whole.get(p)
         if model is None:
             from ppl.compiler import CompiledModel
@@ -50,24 +45,8 @@ class WorkerModel:
             model = CompiledModel(program(*self.args[:2]), part)
             self._whole = {**self._whole, p: model}
         weights = dict.fromkeys(self.row_keys, 1.0)
-
-        def terms(z):
-            return model.log_joint_part(z, weights)
-
-        n = max(1, len(part[self.batches.sliced[0]]))
-        step = max(1, ROW_CELLS // n)
-        values, products = [], []
-        with np.errstate(all="ignore"):
-            for start in range(0, zeta.shape[0], step):
-                z = zeta[start : start + step]
-                if vectors is None:
-                    vjp, value = make_vjp(terms)(z)
-                    values.append(np.asarray(value, dtype=float))
-                    products.append(np.asarray(vjp(np.ones(z.shape[0])), dtype=float))
-                else:
-                    products.append(batched_hvp(terms, z, vectors[start : start + step]))
-        value = np.concatenate(values) if values else None
-        return value, np.concatenate(products)
+        rows = len(part[self.batches.sliced[0]])
+        return row_sums(lambda z: model.log_joint_part(z, weights), rows, zeta, vectors)
 
     def rows_log_lik(self, part: dict, zeta: np.ndarray, rows: np.ndarray, weight: float):
         """weight x the rows' terms, per draw, and its gradient in zeta."""
@@ -131,14 +110,8 @@ class _OnWorkers:
         """`model`: the driver's model on a sample of the rows (PartitionedData.sample)."""
         self.data, self.client = data, data.client
         self.step = 0
-        # the prior and log-Jacobian terms: the driver's model at one row, its row terms
-        # weighted 0
-        driver = Batches(model, 1, np.random.default_rng(0), rows=data.rows)
-        require_global(driver)
-        check_row_wise(driver, "--engine dask", "the partitions are read one file at a time")
-        driver.set_rows(np.arange(1))
-        self.global_model = driver.batch_model
-        self.global_scales = dict.fromkeys(driver.row_keys(), 0.0)
+        self.prior = PriorTerms(model, data.rows, "--engine dask", "the partitions are read one "
+                                "file at a time")  # fmt: skip
         few = {k: (np.asarray(v)[:2] if k in data.row_vars else v)
                for k, v in model.data.items() if k in data.data_vars}  # fmt: skip
         few[data.rows_name] = np.array(min(2, data.rows))
@@ -146,10 +119,6 @@ class _OnWorkers:
         self.template = self.client.submit(
             WorkerModel, program_.source, program_.filename, few, data.rows, pure=False
         )
-
-    def prior(self, zeta):
-        with np.errstate(all="ignore"):
-            return self.global_model.log_joint_scaled(zeta, self.global_scales)
 
     def _pass(self, task, used: list[int], *args, per_partition: list | None = None) -> list:
         """`task(template, parts, indices, *args[, per-partition args])` on the workers holding
@@ -224,67 +193,12 @@ class DistributedLogJoint(_OnWorkers):
         return value
 
 
-@primitive
-def _all_rows(zeta, engine):
-    return engine.values(zeta)
+class DaskRows(_OnWorkers):
+    """Every row of every partition, summed on the worker that holds it: a pass sends the draws
+    (and the vectors of a Hessian-vector product) and gets back, per partition, S sums and
+    their S x D gradients or products; the rows stay where they are."""
 
-
-@primitive
-def _all_rows_grad(zeta, g, engine):
-    return g[:, None] * engine.gradients(zeta)
-
-
-defvjp(_all_rows, lambda ans, zeta, engine: lambda g: _all_rows_grad(zeta, g, engine))
-defvjp(
-    _all_rows_grad,
-    lambda ans, zeta, g, engine: lambda v: g[:, None] * engine.hvp(zeta, v),
-    lambda ans, zeta, g, engine: lambda v: anp.sum(v * engine.gradients(zeta), axis=1),
-)
-
-
-class FullDataLogJoint(_OnWorkers):
-    """The full-data log joint of S draws, every row of every partition summed on the worker
-    that holds it: the default deterministic road's objective under --engine dask (its
-    L-BFGS, Hessian-vector products and PSIS check call it like any log joint). A pass sends
-    the draws (and the vectors of a Hessian-vector product) and gets back, per partition, S
-    sums and their S x D gradients or products; the rows stay where they are. The gradient of
-    the draws last evaluated is kept, so a value and its gradient are one pass."""
-
-    def __init__(self, data: PartitionedData, model, checkpoint=None):
-        """`checkpoint` (ppl.checkpoint.Checkpointer): every pass's sums are kept by the hash of
-        what was sent and saved every `checkpoint.every` passes and on SIGINT/SIGTERM (then
-        Interrupted is raised); a resumed fit replays the saved passes without the workers.
-        The road is deterministic, so it asks for the same passes and ends in the same
-        numbers, bit for bit."""
-        super().__init__(data, model)
-        self.passes = 0
-        self._last: tuple[bytes, np.ndarray, np.ndarray] | None = None
-        self.checkpoint = checkpoint
-        self.done: dict[bytes, tuple] = {}
-        if checkpoint is not None and checkpoint.resume is not None:
-            self.done = dict(checkpoint.resume["state"].get("passes", {}))
-
-    def __call__(self, zeta, binary: bool = False):
-        return self.prior(zeta) + _all_rows(zeta, self)
-
-    @staticmethod
-    def _key(*arrays: np.ndarray | None) -> bytes:
-        digest = hashlib.sha256()
-        for a in arrays:
-            if a is not None:
-                a = np.ascontiguousarray(a, dtype=float)
-                digest.update(np.asarray(a.shape).tobytes() + a.tobytes())
-            digest.update(b"|")
-        return digest.digest()
-
-    def _sum(self, zeta: np.ndarray, vectors: np.ndarray | None):
-        zeta = np.ascontiguousarray(zeta, dtype=float)
-        if vectors is not None:
-            vectors = np.ascontiguousarray(vectors, dtype=float)
-        key = self._key(zeta, vectors) if self.checkpoint is not None else b""
-        if key in self.done:
-            return self.done[key]
-        self.passes += 1
+    def sums(self, zeta: np.ndarray, vectors: np.ndarray | None, gradient: bool = True):
         used = [p for p in range(len(self.data.parts)) if self.data.lengths[p]]
         ordered = self._pass(partitions_full, used, zeta, vectors)
         value = np.zeros(zeta.shape[0])
@@ -293,28 +207,10 @@ class FullDataLogJoint(_OnWorkers):
             if v is not None:
                 value = value + v
             total = total + g
-        if self.checkpoint is not None:
-            self._save(key, (value, total))
         return value, total
 
-    def _save(self, key: bytes, sums: tuple) -> None:
-        """Keep this pass; write the checkpoint every `every` passes, and stop on a signal."""
-        c = self.checkpoint
-        self.done[key] = sums
-        if c.stop_signal is not None or self.passes % c.every == 0:
-            c.save(0, {"passes": self.done})
-        if c.stop_signal is not None:
-            raise c.interrupted(self.passes, "pass")
 
-    def values(self, zeta: np.ndarray) -> np.ndarray:
-        value, gradient = self._sum(zeta, None)
-        self._last = (self._key(zeta, None), value, gradient)
-        return value
-
-    def gradients(self, zeta: np.ndarray) -> np.ndarray:
-        if self._last is None or self._last[0] != self._key(zeta, None):
-            self.values(zeta)
-        return self._last[2]
-
-    def hvp(self, zeta: np.ndarray, vectors: np.ndarray) -> np.ndarray:
-        return self._sum(zeta, vectors)[1]
+def full_data_log_joint(data: PartitionedData, model, checkpoint=None) -> FullDataLogJoint:
+    """The full-data log joint over Dask partitions, checkpointed per pass (see
+    ppl.inference.full_data.FullDataLogJoint)."""
+    return FullDataLogJoint(DaskRows(data, model), checkpoint)
