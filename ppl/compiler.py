@@ -116,8 +116,9 @@ class CompiledModel:
         self._check_bounds_block(self.program.transformed_data, "transformed data")
         self.latents = self._layout()
         self.dim = sum(lat.size for lat in self.latents)
-        rows = max([np.shape(v)[0] for v in self.data.values() if np.ndim(v) > 0] or [1])
-        self.draws_per_call = max(1, ROW_BUDGET // max(rows, 1))
+        #: the longest data array's length: what one draw's evaluation costs grows with
+        self.data_rows = max([np.shape(v)[0] for v in self.data.values() if np.ndim(v) > 0] or [1])
+        self.draws_per_call = max(1, ROW_BUDGET // max(self.data_rows, 1))
 
     # ---- set-up
     def _run_block(self, ev: Evaluator, stmts, label: str) -> None:

@@ -27,6 +27,10 @@ def elbo_sample_rows(batch: int) -> int:
     return max(ELBO_ROWS, 2 * batch)
 
 
+#: Data rows from which the default road evaluates the log joint in chunks of draws, gradients
+#: included (ppl.inference.full_data.WholeRows), to bound its memory.
+MANY_ROWS = 50_000
+
 #: `auto` tries a full-rank Gaussian when k-hat > 0.7 up to this many unconstrained parameters.
 FULL_RANK_MAX_DIM = 100
 
@@ -151,6 +155,8 @@ def fit(
         )
     if (partitions is not None or stream is not None) and method == "auto":
         model = _on_every_row(model, partitions, stream, checkpoint)
+    elif deterministic and model.data_rows >= MANY_ROWS:
+        model = _in_draw_chunks(model)
     chosen = choose_families(model, method, families)
     vi_method = METHODS[method]
     start = time.perf_counter()
@@ -292,6 +298,18 @@ def _on_every_row(model: CompiledModel, partitions=None, stream=None,
         from ppl.inference.full_data import FullDataLogJoint, StreamedRows
 
         whole.log_joint = FullDataLogJoint(StreamedRows(stream, model), checkpoint)
+    return whole
+
+
+def _in_draw_chunks(model: CompiledModel) -> CompiledModel:
+    """The model with its log joint evaluated in chunks of draws, gradients and Hessian-vector
+    products included (ppl.inference.full_data.WholeRows): memory bounded whatever the rows."""
+    import copy
+
+    from ppl.inference.full_data import FullDataLogJoint, WholeRows
+
+    whole = copy.copy(model)
+    whole.log_joint = FullDataLogJoint(WholeRows(model.log_joint, model.data_rows))
     return whole
 
 

@@ -10,6 +10,8 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from ppl.checker import check
 from ppl.compiler import CompiledModel
 from ppl.parser import parse
@@ -36,3 +38,28 @@ def test_200k_rows_default_fit_matches_nuts():
         draws = matrix[:, column[name]]
         assert abs(draws.mean() - mean) < 0.1 * sd, name
         assert abs(draws.std() / sd - 1) < 0.1, name
+
+
+def test_log_joint_in_chunks_of_draws_is_the_log_joint():
+    """ppl.inference.full_data.WholeRows: value, gradient and Hessian-vector products of the
+    chunked log joint (here 3 draws per chunk) equal the plain one's."""
+    import autograd.numpy as anp
+    from autograd import value_and_grad
+
+    from ppl.inference.full_data import ROW_CELLS, FullDataLogJoint, WholeRows
+    from ppl.inference.hessian import batched_hvp
+
+    X, y = simulate(500, seed=2, k=3)
+    source = (FOLDER / "fixed_prior.model").read_text()
+    model = CompiledModel(check(parse(source, "fixed_prior.model")),
+                          {"N": len(y), "K": 3, "X": X, "y": y})  # fmt: skip
+    chunked = FullDataLogJoint(WholeRows(model.log_joint, ROW_CELLS // 3))
+    rng = np.random.default_rng(0)
+    zeta, v = 0.3 * rng.standard_normal((10, 4)), rng.standard_normal((10, 4))
+    value, gradient = value_and_grad(lambda z: anp.sum(chunked(z)))(zeta)
+    value0, gradient0 = value_and_grad(lambda z: anp.sum(model.log_joint(z)))(zeta)
+    assert np.isclose(value, value0, rtol=1e-13)
+    np.testing.assert_allclose(gradient, gradient0, rtol=1e-12)
+    np.testing.assert_allclose(chunked(zeta), model.log_joint(zeta), rtol=1e-13)
+    np.testing.assert_allclose(batched_hvp(chunked, zeta, v), batched_hvp(model.log_joint, zeta, v),
+                               rtol=1e-10, atol=1e-10)  # fmt: skip

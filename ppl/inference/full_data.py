@@ -1,6 +1,7 @@
-"""The full-data log joint of a model whose rows are not all in memory: the default road for
-`--stream` (the chunks of one file, read back one at a time) and `--engine dask` (partitions on
-workers, ppl.distributed).
+"""The full-data log joint of a model with many rows, summed block by block: the default road
+for `--stream` (the chunks of one file, read back one at a time), `--engine dask` (partitions on
+workers, ppl.distributed) and an in-memory model with many rows (one block, in chunks of draws,
+so that a gradient's arrays stay small whatever the number of rows).
 
 Per pass, every block of rows returns, for the fixed draws, the sum of its rows' terms and its
 gradient (or Hessian-vector products); the driver adds the prior and log-Jacobian terms, which
@@ -185,3 +186,18 @@ class StreamedRows:
             if g is not None:
                 total = total + g
         return value, total
+
+
+class WholeRows:
+    """An in-memory model's log joint (prior included) as one block, summed in chunks of draws:
+    a gradient of 32 draws of a 10^6-row logistic regression otherwise keeps twenty (32 x 10^6)
+    arrays for its reverse pass (5.3 GB)."""
+
+    def __init__(self, log_joint: Callable, rows: int):
+        self.log_joint, self.n = log_joint, rows
+
+    def prior(self, zeta):
+        return 0.0
+
+    def sums(self, zeta: np.ndarray, vectors: np.ndarray | None, gradient: bool):
+        return row_sums(self.log_joint, self.n, zeta, vectors, gradient)
