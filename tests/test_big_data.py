@@ -1,5 +1,5 @@
 """The 200,000-row, 21-parameter logistic regression (models/logistic_regression/simulate.py,
-seed 11) fitted in memory by default against its stored NUTS reference (bulk ESS > 4800): every
+seed 11) fitted in memory by default against its stored NUTS reference (bulk ESS > 12,000): every
 mean within 0.1 sd and every sd within 10%, the issue's bar. 4000 draws of q estimate a mean to
 0.016 sd and an sd to 1.1%; q is mean-field, whose sds are up to 6% below the posterior's here
 (correlations up to 0.22 through the intercept)."""
