@@ -3,7 +3,7 @@
     OPENBLAS_NUM_THREADS=1 python benchmarks/dask_network.py [--sizes 1e5 1e7] [--workers 2]
         [--batch 500] [--steps 200] [--workdir /tmp/ppl-scale]
 
-Logistic regression with D = 20 on the Parquet files that benchmarks/scale.py writes (4 files,
+Logistic regression with D = 20 on the Parquet files that benchmarks/scale_dsvi.py writes (4 files,
 or one per 10^6 rows; generated here when missing). A LocalCluster on 127.0.0.1 runs the steps,
 so every byte between the driver, the scheduler and the workers goes over `lo`: the table gives
 the bytes sent on `lo` per step (psutil's counters, which also count Dask's idle heartbeats, shown
@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from scale import MODEL, write_parquet  # noqa: E402
+from scale_dsvi import MODEL, write_parquet  # noqa: E402
 
 
 def loopback_sent() -> int:
