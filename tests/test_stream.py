@@ -213,3 +213,31 @@ def test_stream_cli_default_road_reports_rows_chunks_and_passes(tmp_path):
                              "--quiet", "--output", str(tmp_path / "out")])  # fmt: skip
     assert rc == 0, err
     assert "every one of 1000 rows, read in 4 chunks of up to 300 rows at each of" in out
+
+
+def test_streamed_default_road_interrupted_resumes_to_the_same_numbers(tmp_path):
+    """--checkpoint on the streamed default road keeps every pass's sums; a signal saves them
+    and stops; the resumed fit replays them without reading the chunks and ends in the
+    uninterrupted fit's numbers, bit for bit."""
+    import signal
+
+    from ppl.checkpoint import Checkpointer, Interrupted, load
+
+    model_path, csv, x, y = _write(tmp_path, n=1000)
+    model, stream = build_streamed(model_path, [csv], chunk_rows=300, keep=100, binary=True)
+    whole = fit(model, "auto", seed=4, draws=300, stream=stream)
+    path, tag = tmp_path / "road.ckpt", {"test": "stream"}
+    first = Checkpointer(path, every=3, fingerprint=tag)
+
+    def interrupt(iteration, value):
+        if iteration >= 3:
+            first.stop_signal = signal.SIGINT  # what the SIGINT handler does
+
+    with pytest.raises(Interrupted):
+        fit(model, "auto", seed=4, draws=300, stream=stream, progress=interrupt, checkpoint=first)
+    payload = load(path, tag)
+    assert len(payload["state"]["passes"]) >= 3
+    again = Checkpointer(path, every=3, fingerprint=tag, resume=payload)
+    resumed = fit(model, "auto", seed=4, draws=300, stream=stream, checkpoint=again)
+    for name in ("a", "b"):
+        np.testing.assert_array_equal(resumed.draws[name], whole.draws[name])
