@@ -24,6 +24,9 @@ ELBO_FLOOR = -1e15
 COMPACT = {"interval", "unit", "simplex", "unit_vector", "cholesky_factor_corr", "corr_matrix"}
 #: A parameter whose draws spread less than this, relative to their size, has a collapsed q.
 COLLAPSED = 1e-12
+#: Draws of an element that differ by no more than this, relative to its size, are equal: what
+#: a transform's arithmetic leaves (a corr_matrix's diagonal, 1 +- 1e-16).
+ROUNDING = 16 * np.finfo(float).eps
 
 
 def refuse_improper(model) -> None:
@@ -84,7 +87,9 @@ def _doubts(result) -> list[str]:
             continue
         x = np.asarray(x, dtype=float).reshape(x.shape[0], -1)
         sd, size = np.std(x, axis=0), 1.0 + np.abs(np.mean(x, axis=0))
-        varies = np.ptp(x, axis=0) > 0  # a constant element (a simplex's last) is no collapse
+        # an element constant by construction (a simplex's last, a correlation matrix's unit
+        # diagonal, equal to 1 up to rounding) is no collapse
+        varies = np.ptp(x, axis=0) > ROUNDING * size
         constant = not np.any(varies) and lat.support not in COMPACT
         if np.any((sd <= COLLAPSED * size) & varies) or constant:
             collapsed.append(lat.name)
