@@ -220,6 +220,8 @@ def fit(
         vi = fit_auto(model.log_joint, blocks, model.dim, init, rng,
                       seed=int(rng.integers(2**31)), progress=progress)  # fmt: skip
         vi_method = "auto"
+        sharp = vi.polish.get("gaussian_not_gamma", [])
+        chosen = {**chosen, **dict.fromkeys(sharp, "gaussian")}
     elif "gamma" in chosen.values():
         vi, refine_info = _fit_sgvb(
             model, chosen, init, rng, max_iter=iterations, tol_rel_obj=tol_rel_obj,
@@ -264,6 +266,11 @@ def fit(
     start_phase(progress, f"PSIS check of q's {draws} draws", "ELBO")
     result = _result(model, vi, vi_method, chosen, log_joint, rng, draws=draws, seed=seed,
                      seconds=seconds, refinement=refine_info, elbo_rows=elbo_rows)  # fmt: skip
+    if vi_method == "auto" and vi.polish.get("gaussian_not_gamma"):
+        result.notes.append(
+            f"auto: {', '.join(vi.polish['gaussian_not_gamma'])}: a Gaussian on the log scale, not "
+            "a gamma: the posterior at the mode is too concentrated for the gamma family (a "
+            "shape beyond 2.5e7)")  # fmt: skip
     if vi_method == "auto" and not families:
         return _richer_if_better(result, log_joint, rng, seed=int(rng.integers(2**31)),
                                  progress=progress)  # fmt: skip
