@@ -97,6 +97,7 @@ class CompiledModel:
         self.program = checked.program
         self.devectorised: set = set()
         self.per_sample = False
+        self.last_rejection: str | None = None  # the message of the last draw reject() reached
         self.data = dict(data)
         rng = np.random.default_rng(seed)
         ev = Evaluator(
@@ -311,6 +312,8 @@ class CompiledModel:
         ev.run(self.program.transformed_parameters)
         if with_model:
             ev.run(self.program.model)
+        if ev.rejected is not None:
+            self.last_rejection = ev.rejected
         return env, ev.target, log_jac
 
     def log_joint(self, zeta, binary: bool = False):
@@ -337,7 +340,8 @@ class CompiledModel:
             try:
                 _, target, log_jac = self._evaluate(zeta[s : s + 1], binary=binary)
                 out.append(target + log_jac + anp.zeros(1))
-            except Rejected:
+            except Rejected as r:
+                self.last_rejection = str(r)
                 out.append(anp.full(1, -np.inf))
             except Devectorise as d:
                 self.devectorised.add(d.loop)

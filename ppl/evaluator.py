@@ -28,7 +28,7 @@ from ppl.loops import private_variables, reduction_increment, reductions, vector
 from ppl.ode import SOLVERS
 from ppl.ode_calls import compile_ode_call
 from ppl.parser import format_location
-from ppl.printing import print_statement
+from ppl.printing import format_value, print_statement
 from ppl.row_selection import (
     NotPerRow,
     branch_rows,
@@ -181,6 +181,7 @@ class Evaluator:
         self._current_loop = self._loop_rows = self._loop_start = self._loop_types = None
         self._memos: dict = {}  # sequential loop -> its loop-invariant values (ppl.loop_invariants)
         self.call_depth = 0  # nesting of user-defined function calls (ppl.user_calls)
+        self.rejected: str | None = None  # the last reject() message of draws rejected in a batch
         self.on_statement = None  # optional callback(stmt) after each model statement (ppl check)
         # when a list: (statement, elementwise log density) for every ~ / target += run, and
         # (declaration, elementwise log-Jacobian) for every latent (BBVI's Markov blankets)
@@ -645,10 +646,10 @@ def _compile_stmt(s: ast.Stmt):
     if isinstance(s, ast.Print):
         return print_statement(s, _expr_fn, _devectorise)
     if isinstance(s, ast.Reject):
-        message = " ".join(a.value if isinstance(a, ast.Str) else "?" for a in s.args)
+        parts = [(a.value, None) if isinstance(a, ast.Str) else (_expr_fn(a), a) for a in s.args]
 
         def reject(ev):
-            raise Rejected(message)
+            raise Rejected("".join(p if a is None else _reject_value(p(ev), a) for p, a in parts))
 
         return reject
     if isinstance(s, ast.Break):
@@ -767,6 +768,15 @@ def _run_selected(ev, condition, then, other) -> None:
         raise Devectorise(ev._current_loop) from None
 
 
+def _reject_value(value, e: ast.Expr) -> str:
+    """A reject() argument as Stan prints it; of a batch of draws, the first draw's value."""
+    rank = getattr(getattr(e, "type", None), "ndim", None)
+    value = onp.asarray(_raw(value))
+    if rank is not None and value.ndim > rank:
+        value = value.reshape((-1,) + value.shape[value.ndim - rank :])[0]
+    return format_value(value)
+
+
 def _run_draw_selected(ev, condition, then, other) -> None:
     """An `if` whose condition differs between draws (it involves a parameter): each branch runs
     once on the draws taking it, every variable narrowed to those draws, and what it changed is put
@@ -799,7 +809,13 @@ def _run_draw_selected(ev, condition, then, other) -> None:
             # element assignment changes an ElementList in place: keep what its items were
             before = {k: _snapshot(v) for k, v in narrowed.items()}
             ev.target = 0.0
-            branch(ev)
+            try:
+                branch(ev)
+            except Rejected as r:
+                # reject() on the draws taking this branch: their density is zero, the others'
+                # evaluation goes on (Stan rejects the one draw)
+                ev.rejected = str(r)
+                ev.target = onp.full(len(sel), -onp.inf)
             if len(env) != n:
                 _trim(env, n)
             outcomes.append((sel, before, dict(env), ev.target))

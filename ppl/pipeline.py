@@ -350,6 +350,13 @@ def _result(model, vi, vi_method, chosen, log_joint, rng, *, draws, seed, second
             "posterior (Yao et al. 2018). Try a richer family (--method fullrank or dsvi), more "
             "iterations or a smaller --tol-rel-obj, and compare."
         )
+    rejected = int(np.sum(np.isneginf(diagnostics["log_p"])))
+    if rejected and model.last_rejection is not None:
+        vi.warnings.append(
+            f"{rejected} of {len(diagnostics['log_p'])} draws of q were rejected by reject() "
+            f"(density zero there; a Gaussian q cannot keep out of a region the model "
+            f"rejects), e.g. \"{model.last_rejection[:300]}\""
+        )
     labels = {lat.name: family_of(lat, vi_method, chosen[lat.name]) for lat in model.latents}
     seconds += time.perf_counter() - start
     return FitResult(model, vi_method, vi, values, seed, seconds, labels, list(vi.warnings),
