@@ -27,6 +27,7 @@ fit takes the finished stages' results from the checkpoint and resumes the one u
 
 from __future__ import annotations
 
+import signal
 import time
 from collections import deque
 from collections.abc import Callable
@@ -35,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from ppl.checkpoint import Checkpointer
+from ppl.checkpoint import Checkpointer, Interrupted
 from ppl.errors import FitError
 from ppl.inference.optimizers import make_optimizer
 from ppl.inference.stepsize import ETA_GRID, StanStepSize
@@ -124,12 +125,20 @@ class LoopState:
     saved_at: int = -1
 
 
-def _trial(objective, theta0: np.ndarray, eta: float, n_iter: int, seed: int, schedule):
-    """Run ``n_iter`` iterations at step size ``eta``; return (ELBO or -inf, iterations, reason)."""
+def _trial(objective, theta0: np.ndarray, eta: float, n_iter: int, seed: int, schedule,
+           checkpoint: Checkpointer | None = None):  # fmt: skip
+    """Run ``n_iter`` iterations at step size ``eta``; return (ELBO or -inf, iterations, reason).
+    A stop request (SIGINT/SIGTERM under --checkpoint) ends the search at once: it has nothing
+    worth saving yet."""
     rng = np.random.default_rng(seed)  # same draws for every eta: a fair comparison
     theta = theta0.copy()
     steps = schedule(theta.size)
     for k in range(1, n_iter + 1):
+        if checkpoint is not None and checkpoint.stop_signal is not None:
+            name = signal.Signals(checkpoint.stop_signal).name
+            raise Interrupted(f"{name} during the step-size search, before the first "
+                              "iteration: nothing to save; run the same command again",
+                              checkpoint.stop_signal)  # fmt: skip
         out = objective.gradient(theta, rng)
         if out is None:
             return -np.inf, k, f"non-finite log density at every draw (iteration {k})"
@@ -143,7 +152,8 @@ def _trial(objective, theta0: np.ndarray, eta: float, n_iter: int, seed: int, sc
 
 
 def adapt_eta(
-    objective, theta0: np.ndarray, elbo0: float, adapt_iter: int, seed: int, schedule=StanStepSize
+    objective, theta0: np.ndarray, elbo0: float, adapt_iter: int, seed: int, schedule=StanStepSize,
+    checkpoint: Checkpointer | None = None,
 ) -> tuple[float, int, list[tuple[float, float]]]:
     """Stan's adapt_eta: try the eta grid from the same start; keep the best by ELBO, stop once
     it gets worse."""
@@ -151,7 +161,7 @@ def adapt_eta(
     trials: list[tuple[float, float]] = []
     reasons: list[str] = []
     for eta in ETA_GRID:
-        elbo, n, reason = _trial(objective, theta0, eta, adapt_iter, seed, schedule)
+        elbo, n, reason = _trial(objective, theta0, eta, adapt_iter, seed, schedule, checkpoint)
         used += n
         trials.append((eta, float(elbo)))
         reasons.append(f"eta={eta:g}: " + (reason or f"ELBO {elbo:.6g}"))
@@ -219,7 +229,7 @@ def run(
         if eta is None:
             start_phase(progress, "step-size adaptation (Stan's eta grid)")
             eta, adapt_used, trials = adapt_eta(
-                objective, theta0, elbo0, adapt_iter, adapt_seed, schedule
+                objective, theta0, elbo0, adapt_iter, adapt_seed, schedule, checkpoint
             )
         no_elbo = -np.inf if elbo0 is None else elbo0
         s = LoopState(
