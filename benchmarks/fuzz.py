@@ -10,7 +10,8 @@ BOMs, control characters; JSON values replaced by huge, negative, non-finite or 
 and random options. Outcomes:
 
 - ok: exit 0; user error: exit 2 (or 130 never expected); internal error: exit 1 or a
-  traceback, a bug; timeout: still running after --timeout seconds; over memory: killed or out of
+  traceback, a bug; timeout: more than --timeout seconds of CPU (RLIMIT_CPU), or 5x that of wall
+  time (a hang); over memory: killed or out of
   memory under the RLIMIT_AS limit (--memory-gb). A user error whose message names neither the
   model nor a data file is counted as "unlocated" too.
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import re
@@ -186,13 +188,17 @@ def make_case(rng: random.Random, workdir: Path, index: int, commands=("check", 
     return argv
 
 
-def run_case(argv: list[str], out_path: Path, memory_bytes: int) -> int:
-    """Fork; the child runs `ppl` in-process under RLIMIT_AS with its output in `out_path`."""
+def run_case(argv: list[str], out_path: Path, memory_bytes: int, cpu_seconds: float = 0) -> int:
+    """Fork; the child runs `ppl` in-process under RLIMIT_AS (and RLIMIT_CPU) with its output
+    in `out_path`."""
     pid = os.fork()
     if pid:
         return pid
     try:
         resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+        if cpu_seconds:  # SIGXCPU at the soft limit: CPU time, which a loaded machine does not
+            soft = int(math.ceil(cpu_seconds))  # stretch as it stretches wall time
+            resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + 5))
         fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(fd, 1)
         os.dup2(fd, 2)
@@ -219,6 +225,8 @@ def classify(status: int | None, text: str, argv: list[str]) -> str:
         return "timeout"
     if "out of memory" in text or "MemoryError" in text:
         return "over memory"
+    if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXCPU:
+        return "timeout"
     if os.WIFSIGNALED(status):
         return "over memory" if os.WTERMSIG(status) in (signal.SIGKILL, signal.SIGSEGV) else (
             f"signal {os.WTERMSIG(status)}")  # fmt: skip
@@ -243,7 +251,8 @@ def main() -> None:
     parser.add_argument("--cases", type=int, default=10000)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--timeout", type=float, default=20.0)
+    parser.add_argument("--timeout", type=float, default=20.0,
+                        help="CPU seconds of a case (RLIMIT_CPU); wall time is allowed 5x that")
     parser.add_argument("--memory-gb", type=float, default=1.5, help="RLIMIT_AS of each case")
     parser.add_argument("--show", type=int, default=3, help="cases shown per bad outcome")
     args = parser.parse_args()
@@ -264,14 +273,14 @@ def main() -> None:
             while made < args.cases and len(running) < args.jobs:
                 argv = make_case(rng, workdir, made)
                 out = workdir / f"c{made}.out"
-                pid = run_case(argv, out, memory)
+                pid = run_case(argv, out, memory, args.timeout)
                 running[pid] = (time.monotonic(), argv, out, made)
                 made += 1
             time.sleep(0.01)
             for pid, (began, argv, out, index) in list(running.items()):
                 done, status = os.waitpid(pid, os.WNOHANG)
                 if not done:
-                    if time.monotonic() - began < args.timeout:
+                    if time.monotonic() - began < 5 * args.timeout:  # a hang, not CPU
                         continue
                     os.kill(pid, signal.SIGKILL)
                     os.waitpid(pid, 0)
