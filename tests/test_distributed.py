@@ -289,3 +289,24 @@ def test_engine_options_are_checked_before_any_cluster_starts(monkeypatch):
     rc, _, err = run_main(["fit", MODEL, "x.csv", "--engine", "dask", "--method", "dsvi",
                            "--batch", "10"])  # fmt: skip
     assert rc == 2 and "pip install '.[dask]'" in err
+
+
+def test_an_empty_partition_and_the_row_count_given_in_json_are_fine(client, dataset, tmp_path):
+    """A file with a header and no rows, and N given beside the files (as Stan users do): no
+    "N" error, and the fit is the one without them, to the order of float summation."""
+    import shutil
+
+    for i in range(FILES):
+        shutil.copy(dataset / f"part-{i}.parquet", tmp_path / f"part-{i}.parquet")
+    pd.read_parquet(dataset / "part-0.parquet").iloc[:0].to_parquet(
+        tmp_path / "part-+empty.parquet", index=False  # sorts first: the first partition
+    )
+    sizes = tmp_path / "sizes.json"
+    sizes.write_text(f'{{"N": {ROWS}}}')
+    model, parts = build_distributed(MODEL, [str(tmp_path / "part-*.parquet"), str(sizes)], {},
+                                     1, client)  # fmt: skip
+    assert parts.rows == ROWS and 0 in list(parts.lengths)
+    with_empty = fit(model, "auto", seed=1, partitions=parts)
+    whole = fit(build(MODEL, [str(dataset / "all.csv")], seed=1), "auto", seed=1)
+    for name in ("alpha", "beta"):
+        np.testing.assert_allclose(with_empty.draws[name], whole.draws[name], rtol=1e-7)

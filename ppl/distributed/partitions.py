@@ -106,14 +106,16 @@ def to_model_data(
             f" are not those of {first[0]} ({', '.join(first[1][:8])}"
             f"{', ...' if len(first[1]) > 8 else ''}); every file of rows needs the same header"
         )
+    if len(frame) == 0:
+        return None  # a file with a header and no rows holds nothing (its N = 0 is no error)
     table = FrameTable(path, frame)
     paths = [path, *(o.path for o in others)]
     values = load_data(data_specs(checked), paths, sets, opened=[table, *others])
     return CompiledModel(checked, values).data
 
 
-def _rows_in(part: dict, name: str) -> int:
-    return int(np.shape(part[name])[0])
+def _rows_in(part: dict | None, name: str) -> int:
+    return 0 if part is None else int(np.shape(part[name])[0])
 
 
 def _take(part: dict, rows: np.ndarray, row_vars: list[str], other_vars: list[str]) -> dict:
@@ -146,11 +148,12 @@ class PartitionedData:
         bounds = np.concatenate([[0], np.cumsum(self.lengths)])
         others = [n for n in self.data_vars if n not in self.row_vars]
         futures = []
+        first = int(np.flatnonzero(self.lengths)[0])  # an empty file's partition is None
         for p, part in enumerate(self.parts):
             local = chosen[(chosen >= bounds[p]) & (chosen < bounds[p + 1])] - bounds[p]
-            if local.size or p == 0:
+            if local.size or p == first:
                 futures.append(self.client.submit(_take, part, local, self.row_vars,
-                                                  others if p == 0 else []))  # fmt: skip
+                                                  others if p == first else []))  # fmt: skip
         pieces = gather(self.client, futures)
         out = dict(pieces[0])
         for name in self.row_vars:
@@ -210,6 +213,8 @@ def read_partitions(
     )  # fmt: skip
     lengths = np.array(gather(client, client.map(_rows_in, parts, name=row_vars[0])))
     total = int(lengths.sum())
+    if total == 0:
+        raise DataError(f"--engine dask: the {len(files)} files have a header but no rows")
     if given is not None and given.strip() != str(total):
         raise DataError(f"{rows_name} = {given} was given, but the files have {total} rows")
     names = [s.name for s in specs]
