@@ -81,6 +81,12 @@ class CsvStream:
         columns = CsvText(path, self.header).vars
         self.rows_name, self.row_vars = row_variables(specs, columns, path, "--stream")
         self.given_rows = sets.get(self.rows_name)
+        self.given_where = f"--set {self.rows_name}={self.given_rows}"
+        for o, other in zip(self.others, other_paths, strict=True):
+            given = getattr(o, "obj", None)  # the rows are counted in the file: a count given
+            if isinstance(given, dict) and self.rows_name in given:  # beside it is checked
+                self.given_rows = str(given.pop(self.rows_name))
+                self.given_where = f"{other}: {self.rows_name} = {self.given_rows}"
         self.sets = {k: v for k, v in sets.items() if k != self.rows_name}
         self.chunks: list[Chunk] = []
         self.rows = 0
@@ -147,7 +153,7 @@ class CsvStream:
             raise DataError(f"{self.path}: the file has a header but no rows")
         if self.given_rows is not None and self.given_rows.strip() != str(self.rows):
             raise DataError(
-                f"--set {self.rows_name}={self.given_rows}: {self.path} has {self.rows} rows"
+                f"{self.given_where}, but {self.path} has {self.rows} rows"
             )
         self._others = {k: v for k, v in values.items() if k not in self.row_vars}
         out = dict(values)

@@ -241,3 +241,20 @@ def test_streamed_default_road_interrupted_resumes_to_the_same_numbers(tmp_path)
     resumed = fit(model, "auto", seed=4, draws=300, stream=stream, checkpoint=again)
     for name in ("a", "b"):
         np.testing.assert_array_equal(resumed.draws[name], whole.draws[name])
+
+
+def test_the_row_count_given_in_json_beside_the_stream_is_checked_not_used(tmp_path):
+    """`int<lower=1> N` given in a JSON file beside the CSV: each chunk has its own rows, so a
+    count is checked against the file's (it was taken as every chunk's N: "x has 300 rows but
+    N = 1000"), and a wrong one names where it came from."""
+    bounded = REGRESSION.replace("int N;", "int<lower=1> N;")
+    model_path, csv, x, y = _write(tmp_path, n=1000, model=bounded)
+    right, wrong = tmp_path / "n.json", tmp_path / "bad.json"
+    right.write_text('{"N": 1000}')
+    wrong.write_text('{"N": 999}')
+    model, stream = build_streamed(model_path, [csv, str(right)], chunk_rows=300, keep=100,
+                                   binary=True)  # fmt: skip
+    assert stream.rows == 1000 and len(stream.chunks) == 4
+    fit(model, "auto", seed=1, draws=100, stream=stream)
+    with pytest.raises(DataError, match=r"bad\.json: N = 999, but .* has 1000 rows"):
+        build_streamed(model_path, [csv, str(wrong)], chunk_rows=300, keep=100)
