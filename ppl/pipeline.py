@@ -27,6 +27,10 @@ def elbo_sample_rows(batch: int) -> int:
     return max(ELBO_ROWS, 2 * batch)
 
 
+#: Curvature at the mode under this fraction of the largest makes a direction a candidate for
+#: a flat, improper one (checked by stepping along it: _flat_direction).
+FLAT = 1e-8
+
 #: Data rows from which the default road evaluates the log joint in chunks of draws, gradients
 #: included (ppl.inference.full_data.WholeRows), to bound its memory.
 MANY_ROWS = 50_000
@@ -266,14 +270,24 @@ def fit(
     start_phase(progress, f"PSIS check of q's {draws} draws", "ELBO")
     result = _result(model, vi, vi_method, chosen, log_joint, rng, draws=draws, seed=seed,
                      seconds=seconds, refinement=refine_info, elbo_rows=elbo_rows)  # fmt: skip
+    polish = vi.polish if vi_method == "auto" else {}
+    flat = _flat_direction(model, polish.get("precision"), polish.get("mode"))
     if vi_method == "auto" and vi.polish.get("gaussian_not_gamma"):
         result.notes.append(
             f"auto: {', '.join(vi.polish['gaussian_not_gamma'])}: a Gaussian on the log scale, not "
             "a gamma: the posterior at the mode is too concentrated for the gamma family (a "
             "shape beyond 2.5e7)")  # fmt: skip
     if vi_method == "auto" and not families:
-        return _richer_if_better(result, log_joint, rng, seed=int(rng.integers(2**31)),
-                                 progress=progress)  # fmt: skip
+        result = _richer_if_better(result, log_joint, rng, seed=int(rng.integers(2**31)),
+                                   progress=progress)  # fmt: skip
+        if flat:
+            result.warnings.append(
+                f"the log density is flat at its mode along a combination of {flat}: the "
+                "posterior is improper there, or all but (the data and priors do not identify "
+                "it), and q's sds in that direction say how far the optimiser went; give these "
+                "parameters proper priors")  # fmt: skip
+            result.vi.converged = False
+        return result
     if (
         method == "auto"
         and not binary
@@ -306,6 +320,31 @@ def _on_every_row(model: CompiledModel, partitions=None, stream=None,
 
         whole.log_joint = FullDataLogJoint(StreamedRows(stream, model), checkpoint)
     return whole
+
+
+def _flat_direction(model: CompiledModel, precision, mode) -> str | None:
+    """The latents along which the log density does not change at all from its mode (a
+    non-identified, improper posterior such as `y ~ normal(a + b, 1)` without priors), or None.
+    A direction whose curvature is tiny against the largest is a candidate (unscaled predictors
+    or a funnel's end give those too); it is flat if a step of 1000 times the mode's size along
+    it leaves the log density unchanged to 1e-9."""
+    if precision is None or mode is None or not np.all(np.isfinite(precision)):
+        return None
+    values, vectors = np.linalg.eigh(precision)
+    size = np.abs(values)
+    k = int(np.argmin(size))
+    if size[k] > FLAT * size.max():
+        return None
+    point = np.asarray(mode, dtype=float)
+    step = 1e3 * (1.0 + np.max(np.abs(point))) * vectors[:, k]
+    with np.errstate(all="ignore"):
+        lp = np.asarray(model.log_joint(np.stack([point, point + step, point - step])), float)
+    if not np.all(np.isfinite(lp)) or np.max(np.abs(lp[1:] - lp[0])) > 1e-9 * (1 + abs(lp[0])):
+        return None
+    weight = vectors[:, k] ** 2
+    names = [lat.name for lat in model.latents
+             if weight[lat.offset : lat.offset + lat.size].sum() > 0.05]  # fmt: skip
+    return ", ".join(names) or None
 
 
 def _in_draw_chunks(model: CompiledModel) -> CompiledModel:

@@ -81,3 +81,29 @@ def test_arma11_under_advi_is_not_reported_converged(tmp_path):
     assert "not converged: the ELBO is" in err and "collapsed to a point" in err
     info = json.loads((tmp_path / "out" / "fit.json").read_text())
     assert info["converged"] is False and info["psis"]["verdict"] == "not reliable"
+
+
+def test_a_non_identified_posterior_is_named_improper_and_a_badly_scaled_one_is_not():
+    """`y ~ normal(a + b, 1)` without priors: flat along a - b, so improper; its fit says so
+    (the parameters named) and is not converged. A regression on unscaled data (sd 20,000,
+    predictor near 170) has curvatures 1e-12 apart, but none flat: no such warning."""
+    from ppl.checker import check
+    from ppl.compiler import CompiledModel
+    from ppl.parser import parse
+    from ppl.pipeline import fit
+
+    text = """data { int N; vector[N] y; } parameters { real a; real b; }
+              model { y ~ normal(a + b, 1); }"""
+    model = CompiledModel(check(parse(text, "n.stan")), {"N": 3, "y": np.array([1.0, 2, 3])})
+    result = fit(model, "auto", seed=1)
+    (flat,) = [w for w in result.warnings if "flat at its mode" in w]
+    assert "of a, b:" in flat and "improper" in flat and not result.vi.converged
+    rng = np.random.default_rng(0)
+    x = rng.normal(170, 10, 200)
+    y = -60000 + 500 * x + rng.normal(0, 20000, 200)
+    text = """data { int N; vector[N] x; vector[N] y; }
+              parameters { real a; real b; real<lower=0> s; }
+              model { y ~ normal(a + b * x, s); }"""
+    scaled = fit(CompiledModel(check(parse(text, "e.stan")), {"N": 200, "x": x, "y": y}),
+                 "auto", seed=1)  # fmt: skip
+    assert not any("flat at its mode" in w for w in scaled.warnings)
