@@ -115,6 +115,7 @@ class CompiledModel:
             if v is not None:
                 self.data[name] = _without_unit_batch(v, checked.symbols[name].stype)
         self._check_bounds_block(self.program.transformed_data, "transformed data")
+        self._check_transformed_data_finite(data)
         self.latents = self._layout()
         self.dim = sum(lat.size for lat in self.latents)
         #: the longest data array's length: what one draw's evaluation costs grows with
@@ -135,6 +136,23 @@ class CompiledModel:
                 return
             except Rejected as r:
                 raise ModelError(f"{self.program.filename}: reject() in {label}: {r}") from None
+
+    def _check_transformed_data_finite(self, data: dict) -> None:
+        """Transformed data with NaN where the data had none is an error at its declaration (a
+        cholesky_decompose of a matrix that is not positive definite, 0 / 0, log of a negative
+        number): Stan stops there, where NaN would otherwise flow into every draw."""
+        def nan_in(v) -> bool:
+            v = np.asarray(getattr(v, "_value", v))
+            return v.dtype.kind == "f" and bool(np.isnan(v).any())
+
+        if any(nan_in(v) for v in data.values()):
+            return  # NaN given on purpose (Stan's not_a_number in data)
+        for s in self.program.transformed_data:
+            if isinstance(s, ast.Decl) and nan_in(self.data.get(s.name, 0.0)):
+                raise self._decl_error(
+                    s, f"transformed data '{s.name}' has NaN values (a cholesky_decompose of a "
+                    "matrix that is not positive definite, 0 / 0, the log of a negative "
+                    "number ...)")  # fmt: skip
 
     def _check_bounds_block(self, stmts, label):
         for s in stmts:
@@ -180,6 +198,8 @@ class CompiledModel:
                     for bname, bexpr in d.spec.bounds.items():
                         bounds[bname] = self._aligned_bound(ev.expr(bexpr), bexpr.type, stype)
                         self._check_bound_shape(d, bname, bounds[bname], tuple(shape))
+                        if np.any(np.isnan(np.asarray(bounds[bname], dtype=float))):
+                            raise self._decl_error(d, f"the {bname} bound of '{d.name}' is NaN")
                     fixed = (
                         make_transform(kind, **bounds)
                         if kind != "identity"
@@ -308,6 +328,7 @@ class CompiledModel:
         )
         ev.on_statement = on_statement
         ev.terms = terms
+        ev.draws_may_fail = True
         log_jac = self._constrain(zeta, env, ev, binary=binary or terms is not None)
         ev.run(self.program.transformed_parameters)
         if with_model:
@@ -332,9 +353,18 @@ class CompiledModel:
                     return _total(target, log_jac, S)
                 except Devectorise as d:
                     self.devectorised.add(d.loop)
-                except (NeedsPerSample, Rejected):
+                except NeedsPerSample:
                     self.per_sample = True
                     break
+                except Rejected as r:
+                    self.last_rejection = str(r)
+                    if S == 1:
+                        return anp.full(1, -np.inf)
+                    # some draw of this batch was rejected: each half on its own, down to the
+                    # rejected draws (a few bad draws cost a few more calls, not S of them)
+                    half = S // 2
+                    return anp.concatenate([self.log_joint(zeta[:half], binary),
+                                            self.log_joint(zeta[half:], binary)])  # fmt: skip
         out = []
         for s in range(S):
             try:

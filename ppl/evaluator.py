@@ -182,6 +182,7 @@ class Evaluator:
         self._memos: dict = {}  # sequential loop -> its loop-invariant values (ppl.loop_invariants)
         self.call_depth = 0  # nesting of user-defined function calls (ppl.user_calls)
         self.rejected: str | None = None  # the last reject() message of draws rejected in a batch
+        self.draws_may_fail = False  # parameters in play: a LinAlgError rejects the draw
         self.on_statement = None  # optional callback(stmt) after each model statement (ppl check)
         # when a list: (statement, elementwise log density) for every ~ / target += run, and
         # (declaration, elementwise log-Jacobian) for every latent (BBVI's Markov blankets)
@@ -598,6 +599,10 @@ def _stmt_fn(s: ast.Stmt):
                 raise Devectorise(ev._current_loop) from None
             if compound:
                 raise
+            if ev.draws_may_fail and isinstance(e, onp.linalg.LinAlgError):
+                # a draw's matrix is singular or not positive definite: Stan rejects the draw,
+                # it does not end the fit (ppl.compiler retries the batch a draw at a time)
+                raise Rejected(f"{ev.error(s, _describe(e))}") from None
             raise ev.error(s, f"cannot evaluate this statement: {_describe(e)}") from None
 
     s.__dict__["_run"] = run
@@ -1736,6 +1741,8 @@ def _compile_call(e: ast.Call):
             raise err
         if ev.in_vector_loop:
             raise Devectorise(ev._current_loop) from None
+        if ev.draws_may_fail and isinstance(err, onp.linalg.LinAlgError):
+            raise Rejected(f"{ev.error(e, f'{name}: {_describe(err)}')}") from None  # the draw
         raise ev.error(e, f"{name}: {_describe(err)}") from None
 
     if len(arg_fns) == 1:

@@ -394,7 +394,7 @@ def _result(model, vi, vi_method, chosen, log_joint, rng, *, draws, seed, second
         vi.warnings.append(
             f"{rejected} of {len(diagnostics['log_p'])} draws of q were rejected by reject() "
             f"(density zero there; a Gaussian q cannot keep out of a region the model "
-            f"rejects), e.g. \"{model.last_rejection[:300]}\""
+            f"rejects), e.g. \"{model.last_rejection.splitlines()[0][:300]}\""
         )
     labels = {lat.name: family_of(lat, vi_method, chosen[lat.name]) for lat in model.latents}
     seconds += time.perf_counter() - start

@@ -13,7 +13,7 @@ from scipy import stats
 from ppl.checker import check
 from ppl.compiler import CompiledModel
 from ppl.data_specs import read_data
-from ppl.errors import DataError
+from ppl.errors import DataError, ModelError
 from ppl.parser import parse
 from ppl.transforms import make_transform
 
@@ -95,3 +95,19 @@ def test_parameters_of_every_constrained_type(decl, event):
     np.testing.assert_allclose(model.log_joint(zeta), expected, rtol=1e-10)
     draws = t.forward(zeta.reshape((5,) + t.unconstrained_shape(event)), len(event))[0]
     assert all(t.in_support(d) for d in draws)
+
+
+def test_a_nan_bound_and_nan_made_in_transformed_data_are_located_errors():
+    """A bound from data that is NaN, and transformed data that came out NaN from data without
+    any (cholesky_decompose of a matrix that is not positive definite), stop with the
+    declaration's place, as Stan does, instead of letting NaN into every draw."""
+    bound = "data { real lo; } parameters { real<lower=lo> x; } model { x ~ normal(0, 1); }"
+    with pytest.raises(ModelError, match=r"b\.stan:1:\d+: the lower bound of 'x' is NaN"):
+        CompiledModel(check(parse(bound, "b.stan")), {"lo": np.array(np.nan)})
+    chol = """data { matrix[2, 2] S; }
+transformed data { matrix[2, 2] L = cholesky_decompose(S); }
+parameters { vector[2] z; } model { z ~ multi_normal_cholesky(rep_vector(0, 2), L); }"""
+    with pytest.raises(ModelError, match=r"c\.stan:2:\d+: transformed data 'L' has NaN values"):
+        CompiledModel(check(parse(chol, "c.stan")), {"S": np.array([[1.0, 2.0], [2.0, 1.0]])})
+    # NaN given on purpose in the data is left alone
+    CompiledModel(check(parse(chol, "c.stan")), {"S": np.array([[1.0, np.nan], [0.5, 1.0]])})

@@ -45,3 +45,23 @@ def test_a_fit_that_meets_reject_says_how_many_draws_and_shows_the_message():
     (warning,) = [w for w in result.warnings if "rejected by reject()" in w]
     assert re.search(r'e\.g\. "mu too big: 2\.[5-9]\d* with y \[1,2,3\]"', warning), warning
     assert "?" not in warning
+
+
+def test_a_draw_whose_matrix_is_singular_is_rejected_not_the_fit():
+    """Numerical trouble in one draw (here a singular matrix to invert: rho = 1) rejects that
+    draw, as Stan does, located in the message; the other draws of the batch keep their values
+    (the batch is split in halves down to the bad draw)."""
+    src = """
+data { vector[2] y; }
+parameters { real<lower=-2, upper=2> rho; }
+model { matrix[2, 2] S = [[1, rho], [rho, 1]]; target += -0.5 * quad_form(inverse(S), y); }
+"""
+    y = np.array([0.3, -0.2])
+    model = CompiledModel(check(parse(src, "l.stan")), {"y": y})
+    zeta = np.array([[0.0], [np.log(3.0)], [-0.3], [0.7]])  # rho = 0, 1 (singular), ...
+    values = model.log_joint(zeta)
+    assert np.isneginf(values[1]) and np.isfinite(values[[0, 2, 3]]).all()
+    alone = [float(model.log_joint(zeta[i : i + 1])[0]) for i in (0, 2, 3)]
+    np.testing.assert_allclose(values[[0, 2, 3]], alone, rtol=1e-14)
+    message = model.last_rejection
+    assert message.startswith("l.stan:4:") and "Singular matrix" in message
