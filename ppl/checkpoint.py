@@ -72,6 +72,7 @@ class Checkpointer:
     resume: dict | None = None  # the payload read by load(): "state" (the loop's), "extras"
     extras: dict[str, Stateful] = field(default_factory=dict)
     stop_signal: int | None = None
+    between_loops: bool = False  # no loop running (after one ended): a signal stops at once
     written: int = 0
     stages: int = 0  # loops begun in this run
     finished: dict[int, Any] = field(default_factory=dict)  # stage -> its loop's result
@@ -94,6 +95,7 @@ class Checkpointer:
 
     def finish(self, stage: int, result: Any) -> None:
         self.finished[stage] = result
+        self.between_loops = True  # a signal now has no iteration to wait for
 
     @property
     def elapsed_before(self) -> float:
@@ -244,14 +246,16 @@ def file_fingerprint(path: str) -> str:
 @contextmanager
 def stop_on_signals(checkpointer: Checkpointer) -> Iterator[None]:
     """SIGINT/SIGTERM ask the fit to stop at the next iteration (it then writes a checkpoint); a
-    second signal raises KeyboardInterrupt at once. Only the main thread can install handlers."""
+    second signal, or one after the loop has ended (the polish, the PSIS check, the outputs),
+    raises KeyboardInterrupt at once; the last checkpoint written stays. Only the main thread can
+    install handlers."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handler(signum, frame):
-        if checkpointer.stop_signal is not None:
-            raise KeyboardInterrupt
+        if checkpointer.stop_signal is not None or checkpointer.between_loops:
+            raise KeyboardInterrupt  # a second signal, or no loop to stop after an iteration
         checkpointer.stop_signal = signum
 
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}

@@ -246,3 +246,18 @@ def test_a_stop_request_during_the_step_size_search_ends_it_at_once(tmp_path):
     with pytest.raises(Interrupted, match="during the step-size search") as stopped:
         fit(model, "advi", seed=1, checkpoint=stop)
     assert stopped.value.exit_code == 130 and not path.exists()
+
+
+def test_a_signal_after_the_loop_stops_at_once(tmp_path):
+    """Under --checkpoint the first Ctrl-C asks the loop to stop after its iteration; once the
+    loop has ended (the polish, the PSIS check and the outputs follow) there is no iteration to
+    wait for, so it stops at once (it was ignored until the fit's end)."""
+    from ppl.checkpoint import stop_on_signals
+
+    model = build(NONCENTERED, [SCHOOLS_JSON], seed=1)
+    checkpoint = Checkpointer(tmp_path / "fit.ckpt", every=50, fingerprint={"test": "after"})
+    with stop_on_signals(checkpoint):
+        fit(model, "advi", seed=1, checkpoint=checkpoint, refine_draws=0)
+        assert checkpoint.between_loops and checkpoint.stop_signal is None
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGINT)

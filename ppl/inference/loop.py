@@ -213,6 +213,8 @@ def run(
     stage, finished, resumed = (None, None, None) if checkpoint is None else checkpoint.begin()
     if finished is not None:
         return finished
+    if checkpoint is not None:
+        checkpoint.between_loops = False
     windowed = getattr(objective, "windowed", False)
     if resumed is not None:
         s: LoopState = resumed["loop"]
