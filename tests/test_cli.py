@@ -536,3 +536,16 @@ def test_messages_escape_control_characters_and_cut_long_lines(tmp_path):
     long.write_text("parameters { real x; }\nmodel { x ~ normal(0, 1) " + "a" * 10**6 + "; }\n")
     rc, _, err = run_main(["check", str(long)])
     assert rc == 2 and "syntax error" in err and len(err) < 2000
+
+
+def test_numpy_and_autograd_warnings_never_reach_the_terminal(tmp_path):
+    """log(mu) with mu < 0 at some draws: numpy warns inside the fit; the user sees only the
+    fit's own warnings (and an error's message, when there is one)."""
+    model = tmp_path / "w.stan"
+    model.write_text("data { int N; vector[N] y; } parameters { real mu; real<lower=0> s; }\n"
+                     "model { y ~ normal(mu, s); target += log(mu); }\n")  # fmt: skip
+    data = tmp_path / "w.json"
+    data.write_text('{"N": 3, "y": [1, 2, 3]}')
+    rc, out, err = run_main(["fit", str(model), str(data), "--quiet"])
+    assert rc == 0, err
+    assert "Warning" not in err and "Warning" not in out and "warnings.warn" not in err
