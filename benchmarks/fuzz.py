@@ -22,6 +22,7 @@ not an interpreter start. Prints a table of counts and, per bad outcome, the fir
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import os
@@ -130,6 +131,12 @@ def mutate_model(text: str, rng: random.Random, n: int) -> str | bytes:
     return out
 
 
+def _extreme(rng: random.Random):
+    """A copy of one of EXTREMES: a list put into the data must not be the shared one, which a
+    later mutation could put inside itself (json: "Circular reference detected")."""
+    return copy.deepcopy(rng.choice(EXTREMES))
+
+
 def mutate_json(text: str, rng: random.Random, n: int) -> str:
     try:
         data = json.loads(text)
@@ -143,14 +150,14 @@ def mutate_json(text: str, rng: random.Random, n: int) -> str:
         if r < 0.1:
             del data[key]
         elif r < 0.2:
-            data[rng.choice(["zz", key + "x", ""])] = rng.choice(EXTREMES)
+            data[rng.choice(["zz", key + "x", ""])] = _extreme(rng)
         elif r < 0.4 and isinstance(data[key], list) and data[key]:
             items = data[key]
-            items[rng.randrange(len(items))] = rng.choice(EXTREMES)
+            items[rng.randrange(len(items))] = _extreme(rng)
         elif r < 0.5 and isinstance(data[key], list):
             data[key] = data[key][: rng.randrange(len(data[key]) + 1)]
         else:
-            data[key] = rng.choice(EXTREMES)
+            data[key] = _extreme(rng)
     out = json.dumps(data, allow_nan=True)
     if rng.random() < 0.05:
         out = out[: rng.randrange(len(out) + 1)]
@@ -300,6 +307,9 @@ def main() -> None:
                                      f"      model: {source!r}")  # fmt: skip
                 for path in workdir.glob(f"c{index}[._]*"):
                     path.unlink()
+                done = sum(counts.values())
+                if done % 1000 == 0:  # a running count: a long run's table is never all lost
+                    print(f"{done} cases: {dict(counts)}", flush=True)
     seconds = time.perf_counter() - start
     print(f"{args.cases} cases, seed {args.seed}, {args.jobs} jobs, timeout {args.timeout:g} s, "
           f"RLIMIT_AS {args.memory_gb:g} GiB: {seconds:.0f} s")  # fmt: skip
