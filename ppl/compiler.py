@@ -200,11 +200,11 @@ class CompiledModel:
                         self._check_bound_shape(d, bname, bounds[bname], tuple(shape))
                         if np.any(np.isnan(np.asarray(bounds[bname], dtype=float))):
                             raise self._decl_error(d, f"the {bname} bound of '{d.name}' is NaN")
-                    fixed = (
-                        make_transform(kind, **bounds)
-                        if kind != "identity"
-                        else make_transform("identity")
-                    )
+                    try:
+                        fixed = make_transform(kind, **bounds) if kind != "identity" \
+                            else make_transform("identity")  # fmt: skip
+                    except (ModelError, ValueError) as e:  # an infinite or crossed bound
+                        raise self._decl_error(d, f"'{d.name}': {str(e).splitlines()[0]}") from None
                     t = fixed
                 else:  # bounds depend on other parameters: the layout only needs the kind
                     t = (

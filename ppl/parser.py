@@ -455,7 +455,7 @@ _UNSUPPORTED = [
         "complex numbers are not supported",
     ),
     (
-        re.compile(r"(?<![A-Za-z_.])(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?i\b"),
+        re.compile(r"(?<![A-Za-z0-9_.])(\d+(?:\.\d*)?|\.\d+)([eE][-+]?\d+)?i\b"),
         "complex numbers (imaginary literals such as 2i) are not supported",
     ),
     (

@@ -137,3 +137,20 @@ def test_a_csv_header_with_a_huge_index_is_a_user_error(tmp_path):
     csv.write_text("X.1,X.1000000000\n1,2\n")
     _fails_fast(["check", model, str(csv)], "X (data { int N; int K; matrix[N, K] X; }, line 1)",
                 "size [1, 1000000000]: 7.45 GiB, over the memory budget")  # fmt: skip
+
+
+def test_a_long_run_of_digits_in_a_syntax_error_is_reported_at_once(tmp_path):
+    """`int<lower=0>999...9 N;` (a fuzz case): the search for imaginary literals in the statement
+    backtracked over every split of the digits (2,000 digits: 57 s); it scans once now."""
+    model = tmp_path / "digits.stan"
+    model.write_text("data {\n  int<lower=0>" + "9" * 100_000 + " N;\n}\n"
+                     "parameters { real x; }\nmodel { x ~ normal(0, 1); }\n")  # fmt: skip
+    rc, _, err = run_main(["check", str(model)])
+    assert rc == 2 and "digits.stan:2:" in err and "syntax error" in err
+
+
+def test_an_infinite_bound_is_a_located_error(tmp_path):
+    model = tmp_path / "inf.stan"
+    model.write_text("parameters { real<lower=1e999> s; }\nmodel { s ~ normal(0, 1); }\n")
+    rc, _, err = run_main(["fit", str(model), "--quiet"])
+    assert rc == 2 and "inf.stan:1:" in err and "'s': lower bound cannot be +inf" in err
