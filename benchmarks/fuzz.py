@@ -13,7 +13,8 @@ and random options. Outcomes:
   traceback, a bug; timeout: more than --timeout seconds of CPU (RLIMIT_CPU), or 5x that of wall
   time (a hang); over memory: killed or out of
   memory under the RLIMIT_AS limit (--memory-gb). A user error whose message names neither the
-  model nor a data file is counted as "unlocated" too.
+  model nor a data file is counted as "unlocated" too. Each child's peak RSS (from wait4) is
+  kept: the table says how many went over 1 GB and the largest.
 
 The children are forked from this process after ppl is imported, so a case costs its own work,
 not an interpreter start. Prints a table of counts and, per bad outcome, the first few cases.
@@ -269,6 +270,7 @@ def main() -> None:
     rng = random.Random(args.seed)
     counts: Counter = Counter()
     unlocated = 0
+    peak_rss_mb, over_1gb = 0.0, 0
     examples: dict[str, list[str]] = {}
     memory = int(args.memory_gb * 2**30)
     start = time.perf_counter()
@@ -285,14 +287,17 @@ def main() -> None:
                 made += 1
             time.sleep(0.01)
             for pid, (began, argv, out, index) in list(running.items()):
-                done, status = os.waitpid(pid, os.WNOHANG)
+                done, status, usage = os.wait4(pid, os.WNOHANG)
                 if not done:
                     if time.monotonic() - began < 5 * args.timeout:  # a hang, not CPU
                         continue
                     os.kill(pid, signal.SIGKILL)
-                    os.waitpid(pid, 0)
+                    _, _, usage = os.wait4(pid, 0)
                     status = None
                 del running[pid]
+                rss_mb = usage.ru_maxrss / 1024  # kilobytes on Linux
+                peak_rss_mb = max(peak_rss_mb, rss_mb)
+                over_1gb += rss_mb > 1000
                 text = out.read_text(errors="replace") if out.exists() else ""
                 outcome = classify(status, text, argv)
                 counts[outcome] += 1
@@ -321,6 +326,7 @@ def main() -> None:
     for outcome, n in sorted(counts.items()):
         print(f"{outcome:<16}{n:>8}")
     print(f"{'(unlocated)':<16}{unlocated:>8}  user errors naming no file")
+    print(f"{'(over 1 GB RSS)':<16}{over_1gb:>8}  largest peak RSS of a case: {peak_rss_mb:.0f} MB")
     for outcome, shown in examples.items():
         print(f"\n{outcome}:")
         for line in shown:
