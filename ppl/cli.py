@@ -254,6 +254,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         choices=["auto", "advi", "meanfield", "fullrank", "bbvi", "dsvi"],
     )
+    r.add_argument(
+        "--passes",
+        default="all",
+        metavar="all|none|P,...",
+        help="the passes to run before printing (default all; none: the program as written): "
+        "constant_folding, loop_vectorisation, loop_invariants, sufficient_statistics",
+    )
 
     c = sub.add_parser(
         "check", help="parse and check the model (and the data, if given) without fitting"
@@ -523,12 +530,14 @@ def cmd_ir(args) -> int:
     from ppl.compiler import CompiledModel
     from ppl.data_specs import read_data
     from ppl.ir import build_graph
+    from ppl.passes import lowered, parse
 
     checked = load_model(args.model)
+    program = lowered(checked, parse(args.passes))
     model = None
     if args.data or args.set:
-        model = CompiledModel(checked, read_data(checked, args.data, _sets(args.set)))
-    graph = build_graph(checked, model, args.method)
+        model = CompiledModel(program, read_data(checked, args.data, _sets(args.set)))
+    graph = build_graph(program, model, args.method)
     if args.json:
         print(graph.to_json())
     elif args.dot:

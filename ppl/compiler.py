@@ -1,4 +1,5 @@
-"""Checked program + data -> a compiled model: an autograd log joint over the unconstrained latents.
+"""Lowered program (ppl.ir, after ppl.passes) + data -> a compiled model: an autograd log joint over
+the unconstrained latents.
 
 `CompiledModel.log_joint(zeta)` takes an (S, D) array of S unconstrained draws and returns the S
 log joint densities, log-Jacobians of the constraining transforms included. The same code, run
@@ -19,8 +20,10 @@ from ppl import ast
 from ppl.checker import CheckedProgram, decl_type
 from ppl.errors import FitError, ModelError
 from ppl.evaluator import Devectorise, ElementList, Evaluator, NeedsPerSample, Rejected
+from ppl.ir import Program
 from ppl.parser import format_location
-from ppl.transforms import Identity, LowerBound, make_transform
+from ppl.passes import ALL, lowered
+from ppl.transforms import Identity, LowerBound, make_transform, transform_kind
 from ppl.types import SType, fast_ndim, fast_shape, sum_to_batch0
 
 #: Draws x data rows in one value-only log-joint call: a larger call only moves more memory
@@ -51,22 +54,6 @@ class Latent:
         return self.decl.hyper
 
 
-def transform_kind(spec: ast.TypeSpec) -> str:
-    """The constraining transform a declaration implies (ppl.transforms.make_transform's kind)."""
-    if spec.kind in ("int", "real", "vector", "row_vector", "matrix"):
-        b = spec.bounds
-        if "offset" in b or "multiplier" in b:
-            return "offset_multiplier"
-        if "lower" in b and "upper" in b:
-            return "lower_upper"
-        if "lower" in b:
-            return "lower"
-        if "upper" in b:
-            return "upper"
-        return "identity"
-    return spec.kind
-
-
 def _dependent_support(kind: str, spec: ast.TypeSpec) -> str:
     """Support of a parameter whose bounds involve other parameters (known only at run time)."""
     if kind == "lower_upper":
@@ -86,15 +73,19 @@ def _names(node) -> set[str]:
 class CompiledModel:
     def __init__(
         self,
-        checked: CheckedProgram,
+        source: CheckedProgram | Program,
         data: dict[str, np.ndarray],
         seed: int = 0,
         vectorise: bool = True,
+        passes: tuple[str, ...] = ALL,
     ):
-        """`vectorise=False` runs every `for` loop one index at a time (testing, debugging)."""
-        self.checked = checked
+        """`source`: a checked program (lowered here, with `passes`) or a lowered one (another
+        model's `ir`: the same statements). `vectorise=False` runs every `for` loop one index at a
+        time (testing, debugging)."""
+        self.ir = source if isinstance(source, Program) else lowered(source, passes)
+        self.checked = checked = self.ir.checked
         self.vectorise = vectorise
-        self.program = checked.program
+        self.program = self.ir.ast  # the statements the log joint runs
         self.devectorised: set = set()
         self.per_sample = False
         self.last_rejection: str | None = None  # the message of the last draw reject() reached
@@ -121,6 +112,10 @@ class CompiledModel:
         #: the longest data array's length: what one draw's evaluation costs grows with
         self.data_rows = max([np.shape(v)[0] for v in self.data.values() if np.ndim(v) > 0] or [1])
         self.draws_per_call = max(1, ROW_BUDGET // max(self.data_rows, 1))
+
+    def shape_of(self, spec: ast.TypeSpec) -> tuple[int, ...]:
+        """The concrete shape a declaration has with this model's data."""
+        return Evaluator(self.program, dict(self.data)).shape_of(spec)
 
     # ---- set-up
     def _run_block(self, ev: Evaluator, stmts, label: str) -> None:

@@ -23,11 +23,11 @@ from ppl.distributions.truncated import truncated
 from ppl.errors import ModelError
 from ppl.functions import CONSTANTS, lookup, matmul
 from ppl.limits import LIMITS, elements, over_budget
-from ppl.loop_invariants import invariant_expressions
-from ppl.loops import private_variables, reduction_increment, reductions, vectorisable
 from ppl.ode import SOLVERS
 from ppl.ode_calls import compile_ode_call
 from ppl.parser import format_location
+from ppl.passes.loop_invariants import marked as marked_invariants
+from ppl.passes.loop_vectorisation import private_variables, reduction_increment, reductions
 from ppl.printing import format_value, print_statement
 from ppl.row_selection import (
     NotPerRow,
@@ -179,7 +179,7 @@ class Evaluator:
         self._reduction_frames: tuple = ()  # each active vectorised loop's accumulating statements
         self._outer_rows: tuple = ()  # the row indexes of the enclosing vectorised loops
         self._current_loop = self._loop_rows = self._loop_start = self._loop_types = None
-        self._memos: dict = {}  # sequential loop -> its loop-invariant values (ppl.loop_invariants)
+        self._memos: dict = {}  # sequential loop -> its loop-invariant values (ppl.passes)
         self.call_depth = 0  # nesting of user-defined function calls (ppl.user_calls)
         self.rejected: str | None = None  # the last reject() message of draws rejected in a batch
         self.draws_may_fail = False  # parameters in play: a LinAlgError rejects the draw
@@ -458,7 +458,7 @@ class Evaluator:
         """Elementwise log density summed over the vectorised (type) axes, batch axes kept."""
         ndims = [vtype.ndim] + [t.ndim for t in types]
         events = [dist.value_ndim] + list(dist.param_ndims)
-        return _density(dist, ndims, events)([value] + list(args))
+        return _density(dist, ndims, events, False)([value] + list(args))
 
     # ---- expressions
     def expr(self, e: ast.Expr):
@@ -919,7 +919,7 @@ def _program_blocks(program: ast.Program) -> list[list]:
 
 
 def _private_copy(ev, value, stype: SType, loop: ast.For):
-    """A fresh, unwritten copy of a loop's private variable (ppl.loops.private_variables)."""
+    """A fresh, unwritten copy of a loop's private variable (see loop_vectorisation.plan)."""
     if not stype.ndim:
         return value
     if value.__class__ is ElementList:
@@ -976,7 +976,7 @@ def _has_jump(s: ast.Stmt) -> bool:
 
 
 def _memoised(e: ast.Expr, loop: ast.For, inner: tuple[str, ...], mapped: bool):
-    """e's closure, its value kept while `loop` runs one index at a time (ppl.loop_invariants),
+    """e's closure, its value kept while `loop` runs one index at a time (passes.loop_invariants),
     keyed by the values of the inner-loop indexes it reads. A `mapped` expression (it depends on
     the loop's index) is computed for every index at once and read per iteration."""
     compute = _compile_expr(e)
@@ -1034,7 +1034,7 @@ def _memo_key(value):
 def _compile_for(s: ast.For):
     lo_fn, hi_fn = _expr_fn(s.lo), _expr_fn(s.hi)
     # before the body is compiled, so that its closures call the memoised ones
-    invariants = invariant_expressions(s)
+    invariants = marked_invariants(s)  # ppl.passes.loop_invariants
     for e, inner, mapped in invariants:
         if mapped and _fusable_op(e):
             continue  # a scalar kernel computes it within the one node of its recurrence step
@@ -1058,7 +1058,7 @@ def _compile_for(s: ast.For):
             and ev._loop_axis < _MAX_LOOP_AXES
             and s not in ev.devectorised
             and hi - lo >= 1
-            and vectorisable(s)
+            and s.__dict__.get("vectorise", False)  # ppl.passes.loop_vectorisation
         ):
             over = over_budget(f"the {hi - lo + 1} row indexes of this loop", hi - lo + 1)
             if over:
@@ -1188,8 +1188,8 @@ def _compile_assign(s: ast.Assign):
 
 def _sum_over_rows(ev, s: ast.Assign, value, type_ndim: int):
     """An accumulating assignment's increment summed over the rows of the vectorised loops it
-    accumulates over (ppl.loops.reductions), and the loop depth its target lives at; an increment
-    the same for every row counts once per row, as in the sequential loop."""
+    accumulates over (loop_vectorisation.reductions), and the loop depth its target lives at; an
+    increment the same for every row counts once per row, as in the sequential loop."""
     counts = ev._outer_counts + (len(ev._loop_rows),)
     shape = fast_shape(value)
     batch = len(shape) - type_ndim
@@ -1300,13 +1300,11 @@ def _iid_gaussian_rows(dist, general):
 _LOG_2PI = float(onp.log(2 * onp.pi))
 
 
-def _density(dist, ndims, events):
-    """`values -> log density` for one call site: the alignment of value and parameters."""
+def _density(dist, ndims, events, sufficient: bool):
+    """`values -> log density` for one call site: the alignment of value and parameters, through
+    sufficient statistics where ppl.passes.sufficient_statistics marked the site."""
     general = _aligned_density(dist, ndims, events)
-    shared_params = all(k == e for k, e in zip(ndims[1:], events[1:], strict=True))
-    if dist.name in ("multi_normal", "multi_normal_cholesky") and shared_params and ndims[0] > 1:
-        return _iid_gaussian_rows(dist, general)
-    return general
+    return _iid_gaussian_rows(dist, general) if sufficient else general
 
 
 def _aligned_density(dist, ndims, events, elementwise: bool = False):
@@ -1349,12 +1347,13 @@ def _compile_tilde(s: ast.Tilde):
     cache = []
     ndims = [vtype.ndim] + [t.ndim for t in types]
     events = [dist.value_ndim] + list(dist.param_ndims)
+    sufficient = s.__dict__.get("sufficient_statistics", False)
 
     def tilde(ev):
         value = lhs_fn(ev)
         args = [f(ev) for f in arg_fns]
         if not cache:  # built at the first run, so that a bad call fails where it did before
-            cache.append(_density(dist, ndims, events))
+            cache.append(_density(dist, ndims, events, sufficient))
             cache.append(_aligned_density(dist, ndims, events, elementwise=True))
         if ev.terms is not None:
             lp = cache[1]([value] + args)
@@ -1412,6 +1411,30 @@ def _expr_fn(e: ast.Expr):
 
 
 def _compile_expr(e: ast.Expr):
+    names = e.__dict__.get("constant")  # ppl.passes.constant_folding
+    if names is not None:
+        return _compile_constant(_compile_value(e), names)
+    return _compile_value(e)
+
+
+def _compile_constant(compute, names: tuple[str, ...]):
+    """A data-only expression: computed once, again only when one of its names holds another
+    array (a streamed chunk, a minibatch)."""
+    held: list = []  # [the arrays it was computed from, its value]
+
+    def constant(ev):
+        env = ev.env
+        arrays = [env.get(n) for n in names]
+        if held and all(a is b for a, b in zip(held[0], arrays, strict=True)):
+            return held[1]
+        value = compute(ev)
+        held[:] = [arrays, value]
+        return value
+
+    return constant
+
+
+def _compile_value(e: ast.Expr):
     if isinstance(e, ast.Num):
         value = e.value
         return lambda ev: value
@@ -1728,7 +1751,8 @@ def _compile_call(e: ast.Call):
             if not cache:
                 cache.append(
                     _density(dist, [t.ndim for t in types],
-                             [dist.value_ndim] + list(dist.param_ndims))
+                             [dist.value_ndim] + list(dist.param_ndims),
+                             e.__dict__.get("sufficient_statistics", False))
                 )  # fmt: skip
             return cache[0](args)
 
@@ -1860,7 +1884,7 @@ _RAW = {np.exp: onp.exp, np.log: onp.log, np.sqrt: onp.sqrt, np.square: onp.squa
 
 
 def _fusable_op(e) -> bool:
-    if "_memo_loop" in e.__dict__:
+    if "_memo_loop" in e.__dict__ or "constant" in e.__dict__:
         return False  # a loop invariant: a leaf computed once, not an operation redone per run
     t = getattr(e, "type", None)
     if t is None or t.base != "real" or t.ndim:

@@ -1,7 +1,13 @@
-"""The graph IR: data, latent, deterministic and factor nodes with shapes, supports and parents.
+"""The IR between the checker and the compiler, as stanc3's MIR sits between its frontend and
+backend: the lowered program, its passes' decisions, and the graph of its variables.
 
-Built from the checked program (and, when data is given, the compiled model for concrete shapes).
-`ppl ir` prints it; later algorithms read Markov blankets off it.
+`lower(checked)` gives a `Program`: the checked statements, copied so that this IR owns them, which
+the passes in ppl.passes annotate (a loop's plan, a folded constant, ...) and the compiler runs
+(ppl.compiler). Each pass records what it decided as a `Decision`, so `ppl ir` shows what runs.
+
+`build_graph` gives the graph view of a program: data, latent, deterministic and factor nodes with
+shapes, supports and parents (concrete shapes when a compiled model is given). `ppl ir` prints it;
+BBVI and minibatching read Markov blankets and per-row statements off it.
 
 Node kinds:
 
@@ -20,14 +26,16 @@ carry probability, so they are left out of Markov blankets.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 
 from ppl import ast
 from ppl.checker import CheckedProgram, decl_type
-from ppl.compiler import transform_kind
 from ppl.families.choice import POINT_ESTIMATE, family_for, family_label
+from ppl.transforms import transform_kind
 from ppl.types import SPEC_KIND
 
 _BLOCK_LABEL = {
@@ -58,6 +66,86 @@ SUPPORTS = (
 
 
 @dataclass
+class Decision:
+    """What one pass decided about one statement or expression (`ppl ir` prints these)."""
+
+    pass_name: str
+    line: int
+    text: str
+
+
+#: the program's blocks in execution order (functions: the bodies of user-defined functions)
+BLOCKS = ("functions", "transformed_data", "transformed_parameters", "model",
+          "generated_quantities")  # fmt: skip
+
+
+@dataclass
+class Program:
+    """The lowered program: the checked program's statements, owned by this IR (the passes
+    annotate them), the passes that ran and what they decided."""
+
+    checked: CheckedProgram
+    ast: ast.Program
+    passes: tuple[str, ...] = ()
+    decisions: list[Decision] = field(default_factory=list)
+
+    def block(self, name: str) -> list[ast.Stmt]:
+        if name == "functions":
+            return [f.body for f in self.ast.functions if f.body is not None]
+        return getattr(self.ast, name)
+
+    def statements(self, blocks: tuple[str, ...] = BLOCKS) -> Iterator[tuple[str, ast.Stmt]]:
+        """(block, statement) for every statement, nested ones included, in source order."""
+        for name in blocks:
+            for s in self.block(name):
+                for inner in walk(s):
+                    yield name, inner
+
+    def decide(self, pass_name: str, node, text: str) -> None:
+        self.decisions.append(Decision(pass_name, getattr(node, "pos", ast.Pos(0, 0)).line, text))
+
+
+def walk(s: ast.Stmt) -> Iterator[ast.Stmt]:
+    """A statement and every statement nested in it, in source order."""
+    yield s
+    if isinstance(s, ast.Block):
+        for inner in s.stmts:
+            yield from walk(inner)
+    elif isinstance(s, ast.For | ast.ForEach | ast.While):
+        yield from walk(s.body)
+    elif isinstance(s, ast.If):
+        yield from walk(s.then)
+        if s.otherwise is not None:
+            yield from walk(s.otherwise)
+
+
+def lower(checked: CheckedProgram) -> Program:
+    """The checked program as an IR of its own: a copy of its statements without any state a run
+    cached on them, so that passes can annotate it and other lowerings stay unaffected."""
+    tree = copy.deepcopy(checked.program)
+    _forget_runs(tree, set())
+    return Program(checked, tree)
+
+
+def _forget_runs(node, seen: set) -> None:
+    """Drops what the evaluator caches on nodes (`_fn` closures, loop plans): names with `_`."""
+    if id(node) in seen:
+        return
+    seen.add(id(node))
+    if isinstance(node, list | tuple):
+        for item in node:
+            _forget_runs(item, seen)
+    elif isinstance(node, dict):
+        for item in node.values():
+            _forget_runs(item, seen)
+    elif hasattr(node, "__dict__") and type(node).__module__ in ("ppl.ast", "ppl.user_functions"):
+        for key in [k for k in node.__dict__ if k.startswith("_")]:
+            del node.__dict__[key]
+        for item in node.__dict__.values():
+            _forget_runs(item, seen)
+
+
+@dataclass
 class Node:
     name: str
     kind: str  # "data", "latent", "deterministic", "factor"
@@ -83,6 +171,8 @@ class Graph:
     method: str = "advi"
     # factor name -> its `~` / `target +=` statement (not printed; BBVI maps terms to factors)
     statements: dict = field(default_factory=dict, repr=False)
+    passes: tuple[str, ...] = ()  # the passes that ran on the program, in order
+    decisions: list[Decision] = field(default_factory=list)
 
     def node(self, name: str) -> Node:
         for n in self.nodes:
@@ -115,7 +205,9 @@ class Graph:
 
     def to_dict(self) -> dict:
         nodes = [asdict(n) for n in self.nodes]
-        return {"model": self.model, "method": self.method, "nodes": nodes}
+        return {"model": self.model, "method": self.method, "nodes": nodes,
+                "passes": list(self.passes),
+                "decisions": [asdict(d) for d in self.decisions]}  # fmt: skip
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -220,6 +312,10 @@ class Graph:
             for r in rows:
                 cells = [c.ljust(w) for c, w in zip(r[:-1], widths[:-1], strict=True)] + [r[-1]]
                 out.append(("  " + "  ".join(cells)).rstrip())
+        out.append("")
+        out.append(f"passes: {', '.join(self.passes) or 'none'}")
+        for d in self.decisions:
+            out.append(f"  {d.pass_name:<22}line {d.line:<4}  {d.text}")
         return "\n".join(out) + "\n"
 
 
@@ -486,20 +582,21 @@ def _latent_family(d: ast.Decl, support: str, model, method: str) -> str:
     return family_label(family_for(lat, method), method)
 
 
-def build_graph(checked: CheckedProgram, model=None, method: str = "advi") -> Graph:
-    """The graph IR; `model` (a CompiledModel) adds concrete shapes from the data."""
-    program = checked.program
-    shape_env = None
-    if model is not None:
-        from ppl.evaluator import Evaluator
-
-        shape_env = Evaluator(program, dict(model.data))
+def build_graph(
+    source: CheckedProgram | Program, model=None, method: str = "advi"
+) -> Graph:
+    """The graph of a program; `model` (a CompiledModel) adds concrete shapes from the data, and
+    its statements are the ones the factors name (the statements its log joint runs)."""
+    lowered = model.ir if model is not None else source
+    if isinstance(lowered, CheckedProgram):
+        lowered = lower(lowered)
+    program = lowered.ast
 
     def shape_of(spec: ast.TypeSpec):
-        if shape_env is None:
+        if model is None:
             return None
         try:
-            return [int(s) for s in shape_env.shape_of(spec)]
+            return [int(s) for s in model.shape_of(spec)]
         except Exception:  # noqa: BLE001 - a size given by a local variable: no concrete shape
             return None
 
@@ -611,4 +708,5 @@ def build_graph(checked: CheckedProgram, model=None, method: str = "advi") -> Gr
                 continue
             (sizes if kinds[p] == "data" else parents).append(p)
         n.parents, n.sizes = list(dict.fromkeys(parents)), list(dict.fromkeys(sizes))
-    return Graph(program.filename, nodes, method, statements)
+    return Graph(program.filename, nodes, method, statements, lowered.passes,
+                 list(lowered.decisions))

@@ -4,8 +4,9 @@ A vectorised loop runs its body once for all L rows, the loop index being batch 
 value that varies per row (axis 0 holds the Monte Carlo draws). An `if` whose condition depends on
 data and loop indices only splits the rows: each branch runs once, on the rows that take it, with
 every per-row local narrowed to those rows (`take_rows`); afterwards each local the branch changed
-is put back at those rows (`put_rows`). Iterations are independent (ppl.loops checks that), so
-running the rows in two groups instead of in order gives the same values; `target +=` sums.
+is put back at those rows (`put_rows`). Iterations are independent (ppl.passes.loop_vectorisation
+checks that), so running the rows in two groups instead of in order gives the same values;
+`target +=` sums.
 
 The same holds across draws: an `if` outside vectorised loops whose condition depends on a
 parameter (the Viterbi recursion's `if (logp > best)`) runs each branch once on the draws taking

@@ -21,6 +21,7 @@ import autograd.numpy as anp
 import numpy as np
 from autograd.tracer import getval
 
+from ppl import ast
 from ppl.errors import ModelError
 from ppl.special import expit
 
@@ -833,3 +834,19 @@ def make_transform(
     if kind == "cholesky_factor_cov":
         return CholeskyFactorCov(shape)
     return _SIMPLE[kind]()
+
+
+def transform_kind(spec: ast.TypeSpec) -> str:
+    """The constraining transform a declaration implies: make_transform's kind."""
+    if spec.kind in ("int", "real", "vector", "row_vector", "matrix"):
+        b = spec.bounds
+        if "offset" in b or "multiplier" in b:
+            return "offset_multiplier"
+        if "lower" in b and "upper" in b:
+            return "lower_upper"
+        if "lower" in b:
+            return "lower"
+        if "upper" in b:
+            return "upper"
+        return "identity"
+    return spec.kind

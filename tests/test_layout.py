@@ -48,21 +48,21 @@ STAGES: list[tuple[str, list[str]]] = [
         ],
     ),
     ("checker", ["ppl.user_functions", "ppl.checker"]),
+    # the families know no language: numerics on arrays, and the choice of one per latent
+    ("families", ["ppl.families"]),
+    # the IR between checker and compiler (stanc3's MIR), and the passes that rewrite it
+    ("ir", ["ppl.ir"]),
+    ("passes", ["ppl.passes"]),
     (
         "evaluator",
         [
             "ppl.user_calls",
             "ppl.ode_calls",
-            "ppl.loops",
-            "ppl.loop_invariants",
             "ppl.row_selection",
             "ppl.evaluator",
         ],
     ),
     ("compiler", ["ppl.compiler"]),
-    # the families know no language: numerics on arrays, and the choice of one per latent
-    ("families", ["ppl.families"]),
-    ("ir", ["ppl.ir"]),
     ("data", ["ppl.data", "ppl.data_stream", "ppl.data_specs"]),
     # the fit loops' saved state: the stochastic loop (ppl.inference.loop) writes a Checkpointer
     ("checkpoint", ["ppl.checkpoint"]),

@@ -1,5 +1,5 @@
-"""ppl.loop_invariants: expressions a sequential loop does not change are computed once per run of
-the loop (per value of the inner indexes they read), with the answers of recomputing them."""
+"""ppl.passes.loop_invariants: expressions a sequential loop does not change are computed once per
+run of the loop (per value of the inner indexes they read), with the answers of recomputing them."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from autograd import grad
 from ppl import ast
 from ppl.checker import check
 from ppl.compiler import CompiledModel
-from ppl.loop_invariants import invariant_expressions
 from ppl.parser import parse
+from ppl.passes.loop_invariants import invariant_expressions
 
 FORWARD = """
 data { int N; int K; array[N] real y; }

@@ -1,4 +1,5 @@
-"""Which loops run vectorised (ppl.loops.plan) and that they give the sequential loop's answers.
+"""Which loops run vectorised (ppl.passes.loop_vectorisation.plan) and that they give the
+sequential loop's answers.
 
 Covers the forms the forward algorithm needs: a loop writing `x[t, k]` (the loop index after
 indexes fixed in the loop) while reading `x[t - 1, j]`, a variable each iteration writes before
@@ -15,8 +16,8 @@ from autograd import grad
 from ppl import ast
 from ppl.checker import check
 from ppl.compiler import CompiledModel
-from ppl.loops import plan, reductions
 from ppl.parser import parse
+from ppl.passes.loop_vectorisation import plan, reductions
 
 FORWARD = """
 data { int N; int K; array[N] real y; }

@@ -204,7 +204,7 @@ def closed_forms(model) -> list[ClosedForm]:
     from ppl import ast
 
     latents = {lat.name: lat for lat in model.latents}
-    program = model.checked.program
+    program = model.program  # the statements the log joint runs
     uses: dict[str, int] = {}
     for block in (program.transformed_parameters, program.model, program.generated_quantities):
         for e in ast.iter_exprs(block):

@@ -165,7 +165,7 @@ class StreamedRows:
 
     def __init__(self, stream, model):
         """`model`: the driver's model on the stream's sample of rows (build_streamed)."""
-        self.stream, self.checked = stream, model.checked
+        self.stream, self.lowered = stream, model.ir
         self.prior = PriorTerms(model, stream.rows, "--stream", "the file is read a chunk at a "
                                 "time")  # fmt: skip
         self.weights = dict.fromkeys(self.prior.row_keys, 1.0)
@@ -175,7 +175,7 @@ class StreamedRows:
 
         value, total = np.zeros(zeta.shape[0]), np.zeros_like(zeta)
         for i, chunk in enumerate(self.stream.chunks):
-            model = CompiledModel(self.checked, self.stream.read_binary(i))
+            model = CompiledModel(self.lowered, self.stream.read_binary(i))
 
             def terms(z, model=model):
                 return model.log_joint_part(z, self.weights)

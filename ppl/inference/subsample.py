@@ -244,7 +244,7 @@ def check_row_wise(batches: Batches, option: str, why: str) -> None:
     raw = {k: v for k, v in data.items() if k not in names}
     half = {k: (np.asarray(v)[:h] if k in batches.sliced else v) for k, v in raw.items()}
     half[batches.rows_name] = np.array(h)
-    half_data = type(model)(model.checked, half).data
+    half_data = type(model)(model.ir, half).data
     for name in names:
         whole, part = np.asarray(data[name]), np.asarray(half_data[name])
         if name in batches.sliced:
@@ -285,7 +285,7 @@ class StreamBatches(Batches):
             self.left = int(steps) + int(self.rng.random() < steps % 1)
             if self.left and chunk is not self.current:
                 values = self.stream.read(chunk)
-                self.pool = type(self.model)(self.model.checked, values).data
+                self.pool = type(self.model)(self.model.ir, values).data
                 self.current = chunk
         self.left -= 1
         return super().draw_rows()
@@ -300,7 +300,7 @@ class StreamBatches(Batches):
         self.order, self.left = list(state["order"]), state["left"]
         if state["current"] is not None:
             self.current = self.stream.chunks[state["current"]]
-            self.pool = type(self.model)(self.model.checked, self.stream.read(self.current)).data
+            self.pool = type(self.model)(self.model.ir, self.stream.read(self.current)).data
 
 
 def sample_log_joint(model, batches: Batches, keep: int, rng: np.random.Generator):

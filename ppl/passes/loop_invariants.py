@@ -9,13 +9,33 @@ and reuses it: one autograd node instead of one per time step, for values and gr
 An expression qualifies when none of its names is written in the loop (assigned, declared, the
 loop's own index, an index of an inner loop whose bounds change), it draws no random numbers, and it
 does some work (a call, an operator or an indexing, not a bare name or number). Only the largest
-such expressions are kept. This is a static pass over the loop's syntax: the evaluator decides
-when a loop runs sequentially and holds the cache (ppl.evaluator).
+such expressions are kept; a constant the folding pass found is already computed once and left
+alone. `run` records them on every `for` loop of the program (the evaluator uses them when the loop
+runs one index at a time, and holds the cache: ppl.evaluator).
 """
 
 from __future__ import annotations
 
 from ppl import ast
+from ppl.ir import Program, expr_text
+
+
+def run(program: Program) -> None:
+    for _, s in program.statements():
+        if isinstance(s, ast.For):
+            found = invariant_expressions(s)
+            s.__dict__["invariants"] = _Kept(found)
+            if found and not s.__dict__.get("vectorise"):
+                kept = ", ".join(expr_text(e) for e, _, _ in found[:3])
+                more = f" (+{len(found) - 3} more)" if len(found) > 3 else ""
+                program.decide("loop_invariants", s, f"for ({s.var}): computed once across its "
+                               f"iterations: {kept}{more}")  # fmt: skip
+
+
+def marked(loop: ast.For) -> list[tuple[ast.Expr, tuple[str, ...], bool]]:
+    """The invariant expressions `run` marked on the loop (none when the pass did not run)."""
+    kept = loop.__dict__.get("invariants")
+    return kept.found if kept is not None else []
 
 
 def invariant_expressions(loop: ast.For) -> list[tuple[ast.Expr, tuple[str, ...], bool]]:
@@ -62,20 +82,20 @@ def _find(loop: ast.For) -> list[tuple[ast.Expr, tuple[str, ...], bool]]:
     inner = {s.var for s in inner_loops} - written
     found: list[tuple[ast.Expr, tuple[str, ...], bool]] = []
     for s in stmts:
-        for root in _evaluated(s):
+        for root in evaluated(s):
             _collect(root, written, inner, loop.var, found)
     return found
 
 
 def _collect(e: ast.Expr, written: set[str], inner: set[str], var: str, found: list) -> None:
-    if e is None or isinstance(e, ast.Num | ast.Str | ast.Var):
+    if e is None or isinstance(e, ast.Num | ast.Str | ast.Var) or "constant" in e.__dict__:
         return
     names = _names(e)
     changing = names & written
-    if (not changing or changing == {var}) and not _draws(e) and not _trivial(e, var):
+    if (not changing or changing == {var}) and not draws(e) and not _trivial(e, var):
         found.append((e, tuple(sorted(names & inner)), bool(changing)))
         return
-    for child in _children(e):
+    for child in children(e):
         _collect(child, written, inner, var, found)
 
 
@@ -94,7 +114,8 @@ def _trivial(e: ast.Expr, var: str) -> bool:
     )
 
 
-def _children(e: ast.Expr) -> list:
+def children(e: ast.Expr) -> list:
+    """The expressions `e` is computed from."""
     if isinstance(e, ast.BinOp):
         return [e.left, e.right]
     if isinstance(e, ast.UnOp):
@@ -110,7 +131,7 @@ def _children(e: ast.Expr) -> list:
     return []
 
 
-def _draws(e: ast.Expr) -> bool:
+def draws(e: ast.Expr) -> bool:
     return any(
         isinstance(x, ast.Call) and x.name.endswith(("_rng", "_lp")) for x in ast.iter_exprs(e)
     )  # a draw, or a user function that changes the target: redone every time
@@ -139,7 +160,7 @@ def _walk(s: ast.Stmt):
             yield from _walk(s.otherwise)
 
 
-def _evaluated(s: ast.Stmt) -> list:
+def evaluated(s: ast.Stmt) -> list:
     """The expressions a statement evaluates as values (an assignment's target only through its
     indexes; a declaration's sizes are left alone)."""
     if isinstance(s, ast.Decl):

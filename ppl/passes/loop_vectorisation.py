@@ -1,16 +1,20 @@
-"""Static test of whether a `for` loop's iterations are independent, so it can run vectorised.
+"""Loop vectorisation: which `for` loops run once with their index as a batch axis.
 
 A vectorised loop runs its body once with the loop index as a batch axis. That is only correct when
 no iteration reads what another one wrote, and when nothing in the body needs a single index value
 (sizes, slices). An `if` is allowed: a condition on data selects rows (ppl.row_selection), one on
 parameters makes the evaluator fall back. Anything unusual keeps the one-index-at-a-time loop; the
 evaluator also falls back at run time if a vectorised run meets something it cannot do.
+
+`run` decides every loop of a program and marks it (`vectorise`); the evaluator vectorises only
+the loops marked so.
 """
 
 from __future__ import annotations
 
 from ppl import ast
 from ppl.functions import lookup
+from ppl.ir import Program, expr_text
 
 
 def _names(node) -> set[str]:
@@ -36,8 +40,26 @@ def _target_name(lhs: ast.Expr) -> str:
     return lhs.name
 
 
-def vectorisable(loop: ast.For) -> bool:
-    return plan(loop) is not None
+def run(program: Program) -> None:
+    for _, s in program.statements():
+        if isinstance(s, ast.For):
+            private = plan(s)
+            s.__dict__["vectorise"] = private is not None
+            program.decide("loop_vectorisation", s, _describe(s, private))
+
+
+def _describe(loop: ast.For, private: dict | None) -> str:
+    head = f"for ({loop.var} in {expr_text(loop.lo)}:{expr_text(loop.hi)})"
+    if private is None:
+        return f"{head}: one index at a time (an iteration depends on another, or on one index)"
+    extras = []
+    if any(isinstance(s, ast.If) for s in _walk_stmts(loop.body)):
+        extras.append("if/else: each branch on its rows")
+    if reductions(loop):
+        extras.append(f"{len(reductions(loop))} accumulation(s) summed over rows")
+    if private:
+        extras.append(f"private copies of {', '.join(private)}")
+    return f"{head}: vectorised over {loop.var}" + (f" ({'; '.join(extras)})" if extras else "")
 
 
 def reductions(loop: ast.For) -> frozenset:
