@@ -143,7 +143,7 @@ model {
     by_pass: dict[str, list[str]] = {}
     for d in program.decisions:
         by_pass.setdefault(d.pass_name, []).append(f"{d.line}: {d.text}")
-    assert by_pass["constant_folding"] == ["12: mean(x): computed once from the data"]
+    assert by_pass["constant_folding"] == ["12: mean(x): computed once (no parameters)"]
     vectorisation = by_pass["loop_vectorisation"]
     assert vectorisation[0].startswith("7: for (t in 2:T): one index at a time")
     assert vectorisation[1] == (
@@ -176,7 +176,7 @@ def test_ppl_ir_shows_the_program_before_and_after_the_passes(tmp_path, capsys):
     assert main(["ir", str(path)]) == 0
     after = capsys.readouterr().out
     assert f"passes: {', '.join(ALL)}" in after
-    assert "constant_folding      line 4     log(x): computed once from the data" in after
+    assert "constant_folding      line 4     log(x): computed once (no parameters)" in after
     assert main(["ir", str(path), "--passes", "none"]) == 0
     before = capsys.readouterr().out
     assert before.rstrip().endswith("passes: none")

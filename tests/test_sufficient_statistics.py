@@ -10,6 +10,7 @@ from ppl.checker import check
 from ppl.compiler import CompiledModel
 from ppl.distributions import DISTRIBUTIONS
 from ppl.parser import parse
+from ppl.passes import ALL
 
 MODEL = """
 data { int N; int D; array[N] vector[D] y; }
@@ -22,10 +23,10 @@ PER_ROW = "for (n in 1:N) target += multi_normal_lpdf(y[n] | mu, Sigma);"
 CHOLESKY = "y ~ multi_normal_cholesky(mu, L);"
 
 
-def _model(statement: str, y: np.ndarray) -> CompiledModel:
+def _model(statement: str, y: np.ndarray, passes=ALL) -> CompiledModel:
     text = MODEL.replace("STATEMENT", statement)
     data = {"N": np.asarray(len(y)), "D": np.asarray(y.shape[1]), "y": y}
-    return CompiledModel(check(parse(text, "t.model")), data)
+    return CompiledModel(check(parse(text, "t.model")), data, passes=passes)
 
 
 @pytest.mark.parametrize("statement", [VECTORISED, CHOLESKY])
@@ -40,7 +41,9 @@ def test_sufficient_statistics_match_the_row_by_row_density_and_gradient(stateme
     np.testing.assert_allclose(g_fast, g_slow, rtol=1e-8, atol=1e-8)
 
 
-def test_rows_are_never_scored_one_by_one(monkeypatch):
+@pytest.mark.parametrize("passes, scored", [(ALL, []), ((), [(1, 5000, 4)])])
+def test_rows_are_never_scored_one_by_one(monkeypatch, passes, scored):
+    """With the pass (ppl.passes.sufficient_statistics), never; without it, by the general path."""
     calls = []
     dist = DISTRIBUTIONS["multi_normal"]
     original = dist.log_prob
@@ -51,6 +54,6 @@ def test_rows_are_never_scored_one_by_one(monkeypatch):
 
     monkeypatch.setattr(dist, "log_prob", counting)
     y = np.random.default_rng(1).normal(size=(5000, 4))
-    model = _model(VECTORISED, y)
+    model = _model(VECTORISED, y, passes)
     model.log_joint(np.zeros((3, model.dim)))
-    assert calls == []  # the (N, D) data never reached the per-row density
+    assert calls == scored  # with the pass, the (N, D) data never reach the per-row density

@@ -6,9 +6,9 @@ marked `constant` with the data names they read. The evaluator computes such an 
 and reuses its value as long as those names hold the same arrays (ppl.evaluator): a streamed or
 minibatched fit swaps the data rows, and the value is recomputed for the new ones.
 
-Left alone: expressions of a loop index (they vary per iteration), integer expressions (sizes and
-indexes stay Python ints), random draws, user-defined functions, and transformed data (run once
-anyway).
+Left alone: reading one element (`y[1]`, as cheap as reading a kept value), expressions of a
+loop index (they vary per iteration), integer expressions (sizes and indexes stay Python ints),
+random draws, user-defined functions, and transformed data (run once anyway).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def _fold(e: ast.Expr | None, data: set[str], program: Program) -> None:
     names = {x.name for x in ast.iter_exprs(e) if isinstance(x, ast.Var)}
     if _foldable(e, names, data):
         e.__dict__["constant"] = tuple(sorted(names))
-        program.decide("constant_folding", e, f"{expr_text(e)}: computed once from the data")
+        program.decide("constant_folding", e, f"{expr_text(e)}: computed once (no parameters)")
         return
     for child in children(e):
         _fold(child, data, program)
@@ -45,6 +45,7 @@ def _foldable(e: ast.Expr, names: set[str], data: set[str]) -> bool:
     t = getattr(e, "type", None)
     return (
         isinstance(e, _WORK)
+        and not _element(e)
         and t is not None
         and t.base == "real"
         and names <= data
@@ -53,4 +54,12 @@ def _foldable(e: ast.Expr, names: set[str], data: set[str]) -> bool:
             isinstance(x, ast.Call) and getattr(x, "user_function", None) is not None
             for x in ast.iter_exprs(e)
         )
+    )
+
+
+def _element(e: ast.Expr) -> bool:
+    return (
+        isinstance(e, ast.Index)
+        and isinstance(e.base, ast.Var)
+        and all(i.kind == "single" and isinstance(i.lo, ast.Num | ast.Var) for i in e.items)
     )
