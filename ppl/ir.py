@@ -34,7 +34,6 @@ from dataclasses import asdict, dataclass, field
 
 from ppl import ast
 from ppl.checker import CheckedProgram, decl_type
-from ppl.families.choice import POINT_ESTIMATE, family_for, family_label
 from ppl.transforms import transform_kind
 from ppl.types import SPEC_KIND
 
@@ -573,6 +572,9 @@ class _Declared:
 def _latent_family(d: ast.Decl, support: str, model, method: str) -> str:
     """The family `ppl fit --method METHOD` gives the latent declared by `d` (the same choice,
     ppl.families.choice; on the compiled model's latent when there is data)."""
+    # here, not at the top: the families load scipy, which `ppl check` never needs
+    from ppl.families.choice import POINT_ESTIMATE, family_for, family_label
+
     latents = {lat.name: lat for lat in model.latents} if model is not None else {}
     lat = latents.get(d.name) or _Declared(
         d.name, d.spec.kind == "int", transform_kind(d.spec), support, d.hyper
