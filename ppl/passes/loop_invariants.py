@@ -17,7 +17,7 @@ runs one index at a time, and holds the cache: ppl.evaluator).
 from __future__ import annotations
 
 from ppl import ast
-from ppl.ir import Program, expr_text
+from ppl.ir import Program, expr_text, walk
 
 
 def run(program: Program) -> None:
@@ -61,7 +61,7 @@ class _Kept:
 
 
 def _find(loop: ast.For) -> list[tuple[ast.Expr, tuple[str, ...], bool]]:
-    stmts = list(_walk(loop.body))
+    stmts = list(walk(loop.body))
     written = {loop.var}
     for s in stmts:
         if isinstance(s, ast.Decl):
@@ -145,19 +145,6 @@ def _target(lhs: ast.Expr) -> ast.Var:
     while isinstance(lhs, ast.Index):
         lhs = lhs.base
     return lhs
-
-
-def _walk(s: ast.Stmt):
-    yield s
-    if isinstance(s, ast.Block):
-        for inner in s.stmts:
-            yield from _walk(inner)
-    elif isinstance(s, ast.For | ast.ForEach | ast.While):
-        yield from _walk(s.body)
-    elif isinstance(s, ast.If):
-        yield from _walk(s.then)
-        if s.otherwise is not None:
-            yield from _walk(s.otherwise)
 
 
 def evaluated(s: ast.Stmt) -> list:

@@ -14,24 +14,11 @@ from __future__ import annotations
 
 from ppl import ast
 from ppl.functions import lookup
-from ppl.ir import Program, expr_text
+from ppl.ir import Program, expr_text, walk
 
 
 def _names(node) -> set[str]:
     return {e.name for e in ast.iter_exprs(node) if isinstance(e, ast.Var)}
-
-
-def _walk_stmts(s: ast.Stmt):
-    yield s
-    if isinstance(s, ast.Block):
-        for inner in s.stmts:
-            yield from _walk_stmts(inner)
-    elif isinstance(s, ast.For | ast.ForEach | ast.While):
-        yield from _walk_stmts(s.body)
-    elif isinstance(s, ast.If):
-        yield from _walk_stmts(s.then)
-        if s.otherwise is not None:
-            yield from _walk_stmts(s.otherwise)
 
 
 def _target_name(lhs: ast.Expr) -> str:
@@ -53,7 +40,7 @@ def _describe(loop: ast.For, private: dict | None) -> str:
     if private is None:
         return f"{head}: one index at a time (an iteration depends on another, or on one index)"
     extras = []
-    if any(isinstance(s, ast.If) for s in _walk_stmts(loop.body)):
+    if any(isinstance(s, ast.If) for s in walk(loop.body)):
         extras.append("if/else: each branch on its rows")
     if reductions(loop):
         extras.append(f"{len(reductions(loop))} accumulation(s) summed over rows")
@@ -121,7 +108,7 @@ def plan(loop: ast.For) -> dict[str, object] | None:
 
 def _check(loop: ast.For) -> dict[str, object] | None:
     var = loop.var
-    stmts = list(_walk_stmts(loop.body))
+    stmts = list(walk(loop.body))
     locals_: set[str] = {s.name for s in stmts if isinstance(s, ast.Decl)}
     inner_loop_vars = {s.var for s in stmts if isinstance(s, ast.For | ast.ForEach)}
     for s in stmts:
@@ -299,7 +286,7 @@ def _top_level(body: ast.Stmt) -> list:
 
 
 def _subtree_exprs(s: ast.Stmt) -> list:
-    return [e for inner in _walk_stmts(s) for e in _stmt_exprs(inner)]
+    return [e for inner in walk(s) for e in _stmt_exprs(inner)]
 
 
 def _stmt_exprs(s: ast.Stmt) -> list:
