@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from autograd import value_and_grad
 
 from ppl.inference.deterministic import minimise, reached_optimum
 from ppl.progress import start_phase
@@ -35,12 +36,15 @@ class Mode:
 def finite_start(log_joint: Callable, init: np.ndarray, rng: np.random.Generator,
                  radius: float = 2.0) -> tuple[np.ndarray, int]:  # fmt: skip
     """`init`, or the first of up to INIT_TRIES uniform(-radius, radius) draws where the log
-    density is finite (Stan's rule); returns (start, evaluations used)."""
+    density and its gradient are finite (Stan's rule: a finite density with a non-finite
+    gradient, e.g. a scale underflowing to 0, leaves L-BFGS no step, and the fit ended at its
+    start); returns (start, evaluations used)."""
+    value_and_gradient = value_and_grad(lambda z: log_joint(z[None, :])[0])
     x = np.asarray(init, dtype=float)
     for tries in range(1, INIT_TRIES + 1):
         with np.errstate(all="ignore"):
-            value = float(np.asarray(log_joint(x[None, :]))[0])
-        if np.isfinite(value):
+            value, gradient = value_and_gradient(x)
+        if np.isfinite(float(value)) and np.all(np.isfinite(gradient)):
             return x, tries
         x = rng.uniform(-radius, radius, size=x.shape)
     return np.asarray(init, dtype=float), INIT_TRIES
