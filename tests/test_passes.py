@@ -145,7 +145,10 @@ model {
         by_pass.setdefault(d.pass_name, []).append(f"{d.line}: {d.text}")
     assert by_pass["constant_folding"] == ["12: mean(x): computed once (no parameters)"]
     vectorisation = by_pass["loop_vectorisation"]
-    assert vectorisation[0].startswith("7: for (t in 2:T): one index at a time")
+    assert vectorisation[0] == (
+        "7: for (t in 2:T): one index at a time (an iteration reads 'h' where another writes it: "
+        "a recurrence)"
+    )
     assert vectorisation[1] == (
         "8: for (n in 1:N): vectorised over n (if/else: each branch on its rows)"
     )
@@ -184,3 +187,30 @@ def test_ppl_ir_shows_the_program_before_and_after_the_passes(tmp_path, capsys):
     assert '"constant_folding",\n    "loop_invariants"' in capsys.readouterr().out
     assert main(["ir", str(path), "--passes", "inlining"]) == 2
     assert "unknown pass inlining" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "body, why",
+    [
+        ("if (x[n] > 10) reject(\"x too large\");", "its body has reject()"),
+        ("h[n] = h[n - 1] + a;", "an iteration reads 'h' where another writes it: a recurrence"),
+        ("{ vector[n] v = rep_vector(a, n); target += -dot_self(v); }",
+         "the size of 'v' changes with n"),
+        ("target += -square(a - sum(x[1:n]));", "a slice's bounds change with n"),
+        ("s = s * 0.5 + a;", "'s' carries values from one iteration to the next"),
+    ],
+)  # fmt: skip
+def test_a_loop_run_one_index_at_a_time_says_why(body, why):
+    src = f"""
+data {{ int N; vector[N] x; }}
+parameters {{ real a; }}
+model {{
+  vector[N] h = rep_vector(0, N);
+  real s = 0;
+  for (n in 2:N) {body}
+  target += -square(a) - square(s) - dot_self(h);
+}}
+"""
+    program = lowered(check(parse(src, "why.model")), ALL)
+    (decision,) = [d for d in program.decisions if d.pass_name == "loop_vectorisation"]
+    assert decision.text == f"for (n in 2:N): one index at a time ({why})"

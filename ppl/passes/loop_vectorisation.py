@@ -35,10 +35,15 @@ def run(program: Program) -> None:
             program.decide("loop_vectorisation", s, _describe(s, private))
 
 
+_STATEMENT_NAMES = {"While": "a while loop", "ForEach": "a foreach loop", "Break": "break",
+                    "Continue": "continue", "Reject": "reject()", "Print": "print()",
+                    "Return": "return"}  # fmt: skip
+
+
 def _describe(loop: ast.For, private: dict | None) -> str:
     head = f"for ({loop.var} in {expr_text(loop.lo)}:{expr_text(loop.hi)})"
     if private is None:
-        return f"{head}: one index at a time (an iteration depends on another, or on one index)"
+        return f"{head}: one index at a time ({loop.__dict__['_sequential_because']})"
     extras = []
     if any(isinstance(s, ast.If) for s in walk(loop.body)):
         extras.append("if/else: each branch on its rows")
@@ -102,11 +107,15 @@ def plan(loop: ast.For) -> dict[str, object] | None:
     try:  # kept on the node (an id() key could be reused by a later node)
         return loop.__dict__["_plan"]
     except KeyError:
-        result = loop.__dict__["_plan"] = _check(loop)
-        return result
+        result = _check(loop)
+        loop.__dict__["_plan"] = None if isinstance(result, str) else result
+        if isinstance(result, str):
+            loop.__dict__["_sequential_because"] = result
+        return loop.__dict__["_plan"]
 
 
-def _check(loop: ast.For) -> dict[str, object] | None:
+def _check(loop: ast.For) -> dict[str, object] | str:
+    """The loop's private variables, or why it must run one index at a time."""
     var = loop.var
     stmts = list(walk(loop.body))
     locals_: set[str] = {s.name for s in stmts if isinstance(s, ast.Decl)}
@@ -122,7 +131,7 @@ def _check(loop: ast.For) -> dict[str, object] | None:
             | ast.Print
             | ast.Return,
         ):
-            return None
+            return f"its body has {_STATEMENT_NAMES[type(s).__name__]}"
     # variables written in the body that live outside it
     outer_writes: dict[str, list[ast.Assign]] = {}
     for s in stmts:
@@ -140,10 +149,10 @@ def _check(loop: ast.For) -> dict[str, object] | None:
             continue
         prefixes = [_element_prefix(w.lhs, var, dependent) for w in writes]
         if any(w.op != "=" for w in writes):
-            return None
+            return f"'{name}' is updated in place (+=, *=, ...) by every iteration"
         if any(p is None for p in prefixes):
             if not _privatisable(loop, stmts, name):
-                return None
+                return f"'{name}' carries values from one iteration to the next"
             private[name] = _target_var(writes[0].lhs).type
             continue
         # every read of an outer array written here must be its own element, name[..., var], or
@@ -160,28 +169,28 @@ def _check(loop: ast.For) -> dict[str, object] | None:
                         allowed.add(id(e.base))
             for e in reads:
                 if isinstance(e, ast.Var) and e.name == name and id(e) not in allowed:
-                    return None
+                    return f"an iteration reads '{name}' where another writes it: a recurrence"
     # inner loops: bounds must not depend on the index
     for s in stmts:
         if isinstance(s, ast.For) and s is not loop:
             if _names([s.lo, s.hi]) & dependent:
-                return None
+                return f"the bounds of the inner loop over {s.var} change with {var}"
     # sizes, slices and size arguments must not depend on the index
     for s in stmts:
         if isinstance(s, ast.Decl):
             if _names(s.spec.sizes + s.spec.array_sizes) & dependent:
-                return None
+                return f"the size of '{s.name}' changes with {var}"
         for e in ast.iter_exprs(_stmt_exprs(s)):
             if isinstance(e, ast.Index):
                 for item in e.items:
                     if item.kind != "single" and _names([item.lo, item.hi]) & dependent:
-                        return None
+                        return f"a slice's bounds change with {var}"
             if isinstance(e, ast.Call):
                 fn = lookup(e.name)
                 if fn is not None:
                     for k in fn.size_args:
                         if k < len(e.args) and _names(e.args[k]) & (dependent | inner_loop_vars):
-                            return None
+                            return f"a size given to {e.name}() changes with {var}"
     loop.__dict__["_reductions"] = frozenset(accumulating)
     return private
 
