@@ -37,6 +37,8 @@ MANY_ROWS = 50_000
 
 #: `auto` tries a full-rank Gaussian when k-hat > 0.7 up to this many unconstrained parameters.
 FULL_RANK_MAX_DIM = 100
+#: Fits from new initial points when `auto`'s road ends with a non-finite ELBO.
+AUTO_RESTARTS = 3
 
 #: ... and a low-rank-plus-diagonal one above that, up to this many (its result is kept as a
 #: dense Cholesky factor for the draws and the PSIS check).
@@ -223,6 +225,18 @@ def fit(
         blocks = blocks_of(model, chosen)
         vi = fit_auto(model.log_joint, blocks, model.dim, init, rng,
                       seed=int(rng.integers(2**31)), progress=progress)  # fmt: skip
+        spent = 0
+        for restart in range(1, AUTO_RESTARTS + 1):
+            if np.isfinite(vi.elbo):
+                break
+            # a climb that stalled on a cliff of the density (accel_gp --seed 3: finite only
+            # within 1e-8 of the point) leaves q nowhere: another of Stan's initial points, as
+            # Pathfinder drops a failed path
+            spent += vi.grad_evals
+            vi = fit_auto(model.log_joint, blocks, model.dim, model.random_init(rng), rng,
+                          seed=int(rng.integers(2**31)), progress=progress)  # fmt: skip
+            vi.grad_evals += spent
+            vi.polish["restarts"] = restart
         vi_method = "auto"
         sharp = vi.polish.get("gaussian_not_gamma", [])
         chosen = {**chosen, **dict.fromkeys(sharp, "gaussian")}
@@ -277,6 +291,10 @@ def fit(
             f"auto: {', '.join(vi.polish['gaussian_not_gamma'])}: a Gaussian on the log scale, not "
             "a gamma: the posterior at the mode is too concentrated for the gamma family (a "
             "shape beyond 2.5e7)")  # fmt: skip
+    if vi_method == "auto" and vi.polish.get("restarts"):
+        result.notes.append(
+            f"auto: the road from the initial point ended with a non-finite ELBO; "
+            f"{vi.polish['restarts']} restart(s) from other initial points (uniform(-2, 2))")
     if vi_method == "auto" and not families:
         result = _richer_if_better(result, log_joint, rng, seed=int(rng.integers(2**31)),
                                    progress=progress)  # fmt: skip
@@ -484,6 +502,8 @@ def _richer_if_better(first: FitResult, log_joint, rng, *, seed: int,
             tried.append(f"a {name} ({q.grad_evals} gradient evaluations) was not better: "
                          f"{verdict}")  # fmt: skip
             best.seconds += time.perf_counter() - start
+    if best is not first:
+        best.notes[:0] = first.notes  # what was decided before the candidates
     if tried:
         best.vi.grad_evals = first.vi.grad_evals + spent
         if best is not first:

@@ -234,3 +234,14 @@ def test_a_start_with_a_finite_density_but_no_finite_gradient_is_drawn_again(see
     # the exact posterior (quadrature): mean 0.874, sd 0.588; mean-field on log l is within 0.1 sd
     assert np.isfinite(result.vi.elbo)
     assert abs(np.mean(draws) - 0.874) < 0.1 * 0.588
+
+
+def test_a_road_that_ends_non_finite_restarts_from_another_initial_point():
+    """Seed 5: a fixed draw lands beyond l = 3.8 where the gradient is NaN, the solve cannot
+    move and the ELBO is not finite; `auto` starts again from another of Stan's initial points
+    (it said 'the final ELBO is not finite' and stopped) and says so in a note."""
+    model = CompiledModel(check(parse(NAN_GRADIENT_BEYOND_3_8, "nan.model")), {})
+    result = fit(model, method="auto", seed=5)
+    assert any("1 restart(s) from other initial points" in note for note in result.notes)
+    assert np.isfinite(result.vi.elbo)
+    assert abs(np.mean(result.draws["l"]) - 0.874) < 0.1 * 0.588
