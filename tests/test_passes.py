@@ -214,3 +214,14 @@ model {{
     program = lowered(check(parse(src, "why.model")), ALL)
     (decision,) = [d for d in program.decisions if d.pass_name == "loop_vectorisation"]
     assert decision.text == f"for (n in 2:N): one index at a time ({why})"
+
+
+def test_lowering_copies_deeply_nested_programs_within_the_recursion_limit():
+    """copy.deepcopy took five frames a level: 100 nested ifs, which compiled before the IR,
+    became 'nested too deeply'. The tree copy takes one."""
+    body = "target += -square(a);"
+    for _ in range(100):
+        body = f"if (1 > 0) {{ {body} }}"
+    checked = check(parse(f"parameters {{ real a; }} model {{ {body} }}", "deep.model"))
+    model = CompiledModel(checked, {})
+    np.testing.assert_allclose(model.log_joint(np.array([[0.5], [2.0]])), [-0.25, -4.0])
