@@ -473,7 +473,10 @@ def _richer_if_better(first: FitResult, log_joint, rng, *, seed: int,
         except Interrupted:
             raise  # a signal during a candidate's pass (--engine dask checkpoints per pass)
         except (PplError, ArithmeticError, ValueError, np.linalg.LinAlgError) as e:
-            tried.append(f"a {name} failed ({str(e).splitlines()[0][:200]})")
+            lost = getattr(e, "grad_evals", 0)  # ppl.inference.auto.CandidateFailed
+            spent += lost
+            after = f" after {lost} gradient evaluations" if lost else ""
+            tried.append(f"a {name} failed{after} ({str(e).splitlines()[0][:200]})")
             continue
         if q is None:
             continue

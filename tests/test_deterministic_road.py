@@ -10,7 +10,7 @@ from scipy.special import gammaln
 from ppl.build import build
 from ppl.checker import check
 from ppl.compiler import CompiledModel
-from ppl.inference.auto import fit_auto, linear_response
+from ppl.inference.auto import CandidateFailed, fit_auto, linear_response
 from ppl.inference.hessian import batched_hvp, hessian_by_hvp
 from ppl.inference.saa import fit_fixed_draws, whitened_draws
 from ppl.inference.sgvb import Block, MixedFamily
@@ -103,6 +103,42 @@ def test_linear_response_covariance_is_exact_on_a_gaussian_target():
     q = linear_response(model.log_joint, first)
     assert np.allclose(q.mean, 0, atol=1e-6)
     assert np.allclose(q.cov, Sigma, rtol=1e-4, atol=1e-6)
+
+
+def test_a_linear_response_covariance_that_fails_reports_the_gradients_it_spent(monkeypatch):
+    """Where the fixed-draw optimum is not strict (GPFA's flat gamma blocks: 30,976 gradient
+    evaluations, then H not positive definite) the attempt is an error carrying its work, not
+    a silent None, and auto's count and note include it."""
+    import ppl.inference.linear_response as lr
+
+    def not_strict(objective, mean_map, theta):
+        lr.elbo_hessian(objective, theta)  # the work, then the failure
+        raise np.linalg.LinAlgError("Matrix is not positive definite")
+
+    monkeypatch.setattr(lr, "lr_covariance", not_strict)
+    model, _ = _correlated()
+    first = _gaussian_fit(model)
+    with pytest.raises(CandidateFailed) as failed:
+        linear_response(model.log_joint, first)
+    assert failed.value.grad_evals > 0
+
+    import ppl.inference.auto as auto
+
+    def full_rank_fails(*args, **kwargs):
+        raise CandidateFailed("no", 100)
+
+    monkeypatch.setattr(auto, "richer", full_rank_fails)
+    model, _ = _correlated(D=5, rho=0.9)
+    import ppl.pipeline as pipeline
+
+    result = fit(model, "auto", seed=1)
+    monkeypatch.setattr(pipeline, "GOOD", np.inf)  # the road ends at the mean-field fit
+    plain = fit(model, "auto", seed=1)
+    assert "a full-rank Gaussian failed after 100 gradient evaluations" in result.notes[0]
+    assert "a linear-response covariance failed after" in result.notes[0]
+    lost = int(result.notes[0].split("linear-response covariance failed after ")[1].split()[0])
+    assert lost > 0
+    assert result.vi.grad_evals == plain.vi.grad_evals + 100 + lost
 
 
 def test_auto_turns_to_a_full_covariance_gaussian_when_khat_flags_mean_field():

@@ -48,6 +48,15 @@ LOW_RANK_MAX_DRAWS = 512
 GAMMA_MIN_LOG_SD = 2e-4
 
 
+class CandidateFailed(ArithmeticError):
+    """A q beyond mean-field that could not be had after work was spent on it: the work is
+    counted in the fit's gradient evaluations all the same."""
+
+    def __init__(self, reason: str, grad_evals: int):
+        super().__init__(reason)
+        self.grad_evals = grad_evals
+
+
 def mode_hessian(log_joint: Callable, point: np.ndarray) -> np.ndarray | None:
     """-H at the point (the precision of the Laplace approximation), or None when too large
     or not finite."""
@@ -139,12 +148,12 @@ def laplace_start(mode: np.ndarray, precision: np.ndarray | None) -> VIResult | 
 
 def linear_response(log_joint: Callable, first: SGVBResult, *, seed: int = 0) -> VIResult | None:
     """N(E_q[zeta], Sigma_LR): the first fit's means with its linear-response covariance
-    (ppl.inference.linear_response), or None when it cannot be had (too many parameters, or
-    the fixed-draw optimum is not strict). Fewer draws than D leave the fixed-draw ELBO nearly
-    flat along some directions of q's parameters, and H^-1 there is noise; many more make H
-    costly (a gradient per parameter, each over every draw). Outside [n, 2n] draws, n =
-    max(D, LR_MIN_DRAWS), the fit is solved once more, from its optimum, on n draws (rounded up
-    to a power of 2) first."""
+    (ppl.inference.linear_response); None when there are too many parameters, CandidateFailed
+    (with the gradients spent) when the fixed-draw optimum is not strict. Fewer draws than D
+    leave the fixed-draw ELBO nearly flat along some directions of q's parameters, and H^-1
+    there is noise; many more make H costly (a gradient per parameter, each over every draw).
+    Outside [n, 2n] draws, n = max(D, LR_MIN_DRAWS), the fit is solved once more, from its
+    optimum, on n draws (rounded up to a power of 2) first."""
     from ppl.inference.linear_response import MAX_LR_PARAMETERS, lr_covariance
 
     info = first.polish or {}
@@ -164,11 +173,12 @@ def linear_response(log_joint: Callable, first: SGVBResult, *, seed: int = 0) ->
             cov = lr_covariance(objective, coordinates.mean_map, optimum)
             L = np.linalg.cholesky(cov)
     except (np.linalg.LinAlgError, ValueError, FloatingPointError, ArithmeticError):
-        return None
-    if not np.all(np.isfinite(L)):
-        return None
-    mean = np.asarray(coordinates.mean_map(optimum), dtype=float)
+        L = None
     evals = counter["evals"] - evals_before
+    if L is None or not np.all(np.isfinite(L)):
+        raise CandidateFailed("the fixed-draw optimum is not strict: the ELBO's Hessian in q's "
+                              "parameters is not positive definite", evals)  # fmt: skip
+    mean = np.asarray(coordinates.mean_map(optimum), dtype=float)
     return VIResult("fullrank", mean, L, [], first.elbo, 0, evals, True, 0.0, 0.0)
 
 
