@@ -19,9 +19,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ppl.build import build  # noqa: E402
+from ppl.data.build import build  # noqa: E402
+from ppl.outputs.summary import flatten_draws  # noqa: E402
 from ppl.pipeline import fit  # noqa: E402
-from ppl.summary import flatten_draws  # noqa: E402
 
 POSTERIORDB = ROOT / "models" / "posteriordb"
 

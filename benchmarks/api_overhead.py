@@ -59,8 +59,8 @@ def main() -> None:
     start = time.perf_counter()
     import ppl
     from ppl.api import Fit
-    from ppl.compiler import CompiledModel
     from ppl.pipeline import fit as run_fit
+    from ppl.runtime.compiler import CompiledModel
 
     imports = time.perf_counter() - start
     path = ROOT / "models" / "eight_schools" / "noncentered.model"

@@ -34,10 +34,10 @@ from scipy.special import expit  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ppl.checker import check  # noqa: E402
-from ppl.compiler import CompiledModel  # noqa: E402
-from ppl.parser import parse_file  # noqa: E402
+from ppl.language.checker import check  # noqa: E402
+from ppl.language.parser import parse_file  # noqa: E402
 from ppl.pipeline import fit  # noqa: E402
+from ppl.runtime.compiler import CompiledModel  # noqa: E402
 
 FOLDER = ROOT / "models" / "logistic_regression"
 RELEVANT = 20

@@ -22,7 +22,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ppl.build import build  # noqa: E402
+from ppl.data.build import build  # noqa: E402
 from ppl.inference.bbvi import ESTIMATORS, fit_bbvi, setup_bbvi  # noqa: E402
 from ppl.inference.estimators import score_gradient  # noqa: E402
 

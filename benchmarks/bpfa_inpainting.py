@@ -26,7 +26,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ppl.build import build  # noqa: E402
+from ppl.data.build import build  # noqa: E402
 from ppl.pipeline import fit  # noqa: E402
 
 MODEL = ROOT / "models" / "bpfa" / "bpfa.model"

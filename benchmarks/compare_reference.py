@@ -34,10 +34,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ppl.build import build  # noqa: E402
+from ppl.data.build import build  # noqa: E402
+from ppl.outputs.plots import _read_reference  # noqa: E402
+from ppl.outputs.summary import flatten_draws  # noqa: E402
 from ppl.pipeline import fit  # noqa: E402
-from ppl.plots import _read_reference  # noqa: E402
-from ppl.summary import flatten_draws  # noqa: E402
 
 SD_TOLERANCE = 0.2  # "every sd within 20% of the reference"
 

@@ -47,7 +47,7 @@ def main(argv=None) -> int:
 
     from autograd import make_vjp
 
-    from ppl.build import build_distributed
+    from ppl.distributed.build import build_distributed
     from ppl.distributed.cluster import connect
     from ppl.distributed.gradient import DistributedLogJoint
 

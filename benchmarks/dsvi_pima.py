@@ -25,7 +25,7 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ppl.build import build  # noqa: E402
+from ppl.data.build import build  # noqa: E402
 from ppl.pipeline import fit  # noqa: E402
 
 FOLDER = ROOT / "models" / "logistic_regression"

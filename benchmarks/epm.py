@@ -50,7 +50,7 @@ from scipy.stats import rankdata  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ppl.build import build  # noqa: E402
+from ppl.data.build import build  # noqa: E402
 from ppl.pipeline import fit  # noqa: E402
 
 MODEL = ROOT / "models" / "epm" / "epm.model"

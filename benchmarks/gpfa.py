@@ -107,7 +107,7 @@ def run(
     grad_only=False,
     polish=False,
 ):
-    from ppl.build import build
+    from ppl.data.build import build
     from ppl.pipeline import fit
 
     rows = []

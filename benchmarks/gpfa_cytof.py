@@ -97,7 +97,7 @@ def gpfa_covariance(draws: dict, n: int = 100) -> np.ndarray:
 
 
 def run(sizes, methods, K, iterations, seed, out=sys.stdout):
-    from ppl.build import build
+    from ppl.data.build import build
     from ppl.pipeline import fit
 
     names, train_raw, test_raw = load_cells()

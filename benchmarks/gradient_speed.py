@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from ppl.build import build  # noqa: E402
+from ppl.data.build import build  # noqa: E402
 
 MODELS = ROOT / "models"
 
@@ -128,9 +128,9 @@ def against_hand(draws: int, seconds: float) -> None:
     """ppl's compiled log joint against the hand-written one, per value+gradient call."""
     import hand_written
 
-    from ppl.checker import check
-    from ppl.compiler import CompiledModel
-    from ppl.parser import parse
+    from ppl.language.checker import check
+    from ppl.language.parser import parse
+    from ppl.runtime.compiler import CompiledModel
 
     head = f"{'model':34} {'D':>4} {'ppl ms':>9} {'numpy ms':>9} {'ratio':>6}"
     print(f"S = {draws}; milliseconds per log joint + gradient (autograd make_vjp)")

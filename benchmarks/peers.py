@@ -40,7 +40,7 @@ Columns of the per-problem table:
   reference sd; `sd ratio`: median of fitted sd / reference sd. The compared quantities are the
   reference's: parameters by Stan element name, or a problem's `derived` (permutation-invariant)
   quantities.
-- `k-hat`: PSIS k-hat of the same log ratios, by ppl.diagnostics.psis for every method (<= 0.5
+- `k-hat`: PSIS k-hat of the same log ratios, by ppl.diagnostics.psis.psis for every method (<= 0.5
   good, <= 0.7 usable, > 0.7 not reliable).
 
 A method that fails on a problem (exception, non-finite output) gets its error in its row and the
@@ -74,8 +74,8 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.peer_problems.base import Draws, Problem  # noqa: E402
 from benchmarks.peer_problems.registry import problems as all_problems  # noqa: E402
-from ppl.diagnostics import psis  # noqa: E402
-from ppl.summary import flatten_draws  # noqa: E402
+from ppl.diagnostics.psis import psis  # noqa: E402
+from ppl.outputs.summary import flatten_draws  # noqa: E402
 
 METHODS = ("ppl", "pymc-advi", "pymc-fullrank", "numpyro-normal", "numpyro-mvn")
 NUMPYRO_STEP_SIZE = 0.01
@@ -166,7 +166,7 @@ def score(problem: Problem, fitted: Fitted, method: str) -> Row:
 
 def fit_ppl(problem: Problem, iters: int, seed: int, n_draws: int) -> Fitted:
     """ppl's default fit (`auto`), as `ppl fit MODEL DATA --seed S` runs it."""
-    from ppl.build import build
+    from ppl.data.build import build
     from ppl.pipeline import fit
 
     t0 = time.perf_counter()
@@ -430,7 +430,7 @@ def print_summary(results: list[dict]) -> None:
 
 FOOTNOTE = """\
 err = |mean - reference mean| / reference sd (max and median over the compared quantities);
-sd ratio = median of fitted sd / reference sd; k-hat = PSIS k-hat (ppl.diagnostics.psis) of
+sd ratio = median of fitted sd / reference sd; k-hat = PSIS k-hat (ppl.diagnostics.psis.psis) of
 log p - log q over the output draws; ELBO = mean of log p(theta, y) - log q(theta) over the same
 draws, from each library's own log joint: the libraries' additive constants differ, so compare
 ELBOs within a library only. setup s = model build and compilation before the first step;
@@ -453,8 +453,8 @@ def check_problem(problem: Problem, seed: int, points: int = 5) -> dict[str, flo
     The points are ppl's random inits (uniform(-2, 2) on ppl's unconstrained scale) mapped to
     constrained values; each library evaluates its log joint there without Jacobians.
     """
-    from ppl.build import build
-    from ppl.compiler import _total
+    from ppl.data.build import build
+    from ppl.runtime.compiler import _total
 
     model = build(str(problem.model), [str(p) for p in problem.data], seed=seed)
     rng = np.random.default_rng(seed)

@@ -145,7 +145,7 @@ def child(args) -> None:
 
 
 def _child(args, stack) -> None:
-    from ppl.build import build, build_streamed
+    from ppl.data.build import build, build_streamed
     from ppl.pipeline import elbo_sample_rows, fit
 
     test = np.load(args.test)
@@ -153,7 +153,7 @@ def _child(args, stack) -> None:
     start = time.perf_counter()
     client = partitions = None
     if args.mode.startswith("dask"):
-        from ppl.build import build_distributed
+        from ppl.distributed.build import build_distributed
         from ppl.distributed.cluster import connect
         from ppl.distributed.gradient import rows_per_partition
 

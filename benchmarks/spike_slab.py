@@ -24,7 +24,7 @@ from scipy.special import gammaln, logsumexp
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ppl.build import build  # noqa: E402
+from ppl.data.build import build  # noqa: E402
 from ppl.pipeline import fit  # noqa: E402
 
 MODEL = ROOT / "models" / "spike_slab" / "spike_slab.model"

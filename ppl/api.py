@@ -16,16 +16,16 @@ from pathlib import Path
 
 import numpy as np
 
-from ppl.build import load_model, model_from_text
-from ppl.compiler import CompiledModel
-from ppl.data import PythonValues, load_data, open_data_file
-from ppl.data_specs import data_specs
+from ppl.data.files import PythonValues, load_data, open_data_file
+from ppl.data.specs import data_specs
 from ppl.errors import PplError
-from ppl.output import write_outputs
+from ppl.language.frontend import load_model, model_from_text
+from ppl.outputs.files import write_outputs
+from ppl.outputs.report import PER_DRAW, diagnostics_lines, fit_info, header_lines, psis_weights
+from ppl.outputs.summary import SUMMARY_HEADER, format_table, summarise
 from ppl.pipeline import FitResult, check_finite_result
 from ppl.pipeline import fit as run_fit
-from ppl.report import PER_DRAW, diagnostics_lines, fit_info, header_lines, psis_weights
-from ppl.summary import SUMMARY_HEADER, format_table, summarise
+from ppl.runtime.compiler import CompiledModel
 
 #: `ppl fit`'s defaults, which Model.fit shares.
 DEFAULTS = {"method": "auto", "seed": 1, "draws": 1000, "iterations": 10000, "tol_rel_obj": 0.01}

@@ -12,8 +12,8 @@ import warnings
 import numpy as np
 
 from ppl import __version__
-from ppl.checkpoint import Interrupted
 from ppl.errors import FitError, PplError
+from ppl.inference.checkpoint import Interrupted
 from ppl.limits import LIMITS, Limits
 
 #: Longest line of a message printed as it is; longer ones (a 10^7-character source line) are cut.
@@ -389,7 +389,7 @@ def _checkpointer(args):
     to this model, data and options)."""
     from pathlib import Path
 
-    from ppl.checkpoint import Checkpointer, file_fingerprint, load, stop_on_signals
+    from ppl.inference.checkpoint import Checkpointer, file_fingerprint, load, stop_on_signals
 
     path = args.checkpoint or args.resume
     if path is None:
@@ -428,10 +428,11 @@ def _pointing_to(checkpointer):
 
 def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
     from ppl.api import Fit
-    from ppl.build import build, build_distributed, build_streamed
+    from ppl.data.build import build, build_streamed
+    from ppl.distributed.build import build_distributed
+    from ppl.outputs.report import diagnostics_lines, header_lines
+    from ppl.outputs.summary import format_table, summarise
     from ppl.pipeline import check_finite_result, elbo_sample_rows, fit
-    from ppl.report import diagnostics_lines, header_lines
-    from ppl.summary import format_table, summarise
 
     checkpointer, signals = _checkpointer(args)
     stream = partitions = None
@@ -526,11 +527,11 @@ def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
 
 
 def cmd_ir(args) -> int:
-    from ppl.build import load_model
-    from ppl.compiler import CompiledModel
-    from ppl.data_specs import read_data
-    from ppl.ir import build_graph
-    from ppl.passes import lowered, parse
+    from ppl.data.specs import read_data
+    from ppl.ir.graph import build_graph
+    from ppl.ir.passes import lowered, parse
+    from ppl.language.frontend import load_model
+    from ppl.runtime.compiler import CompiledModel
 
     checked = load_model(args.model)
     program = lowered(checked, parse(args.passes))
@@ -548,9 +549,9 @@ def cmd_ir(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from ppl.build import load_model
-    from ppl.compiler import CompiledModel
-    from ppl.data_specs import read_data
+    from ppl.data.specs import read_data
+    from ppl.language.frontend import load_model
+    from ppl.runtime.compiler import CompiledModel
 
     checked = load_model(args.model)
     print(f"{args.model}: model OK")
@@ -570,7 +571,7 @@ def cmd_check(args) -> int:
 
 
 def cmd_plot(args) -> int:
-    from ppl.plots import plot_fit
+    from ppl.outputs.plots import plot_fit
 
     for path in plot_fit(args.directory, args.reference):
         print(f"wrote {path}")
@@ -609,14 +610,14 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.close()
         return 0
     except KeyboardInterrupt:
-        output = sys.modules.get("ppl.output")
+        output = sys.modules.get("ppl.outputs.files")
         done = list(getattr(output, "written_paths", []))
         what = (f"the output files were written whole ({', '.join(str(p) for p in done)})"
                 if done else "nothing was written")  # fmt: skip
         print(f"\ninterrupted after {time.perf_counter() - start:.1f} s; {what}", file=sys.stderr)
         return 130
     except RecursionError:
-        from ppl.parser import TOO_DEEP
+        from ppl.language.parser import TOO_DEEP
 
         where = f"{args.model}: " if getattr(args, "model", None) else ""
         print(f"error: {where}{TOO_DEEP}", file=sys.stderr)

@@ -10,16 +10,16 @@ from functools import partial
 
 import numpy as np
 
-from ppl.build import ELBO_ROWS
-from ppl.compiler import CompiledModel
-from ppl.diagnostics import GOOD, USABLE, check_fit
+from ppl.data.build import ELBO_ROWS
+from ppl.diagnostics.psis import GOOD, USABLE, check_fit
+from ppl.diagnostics.trust import check_result, refuse_improper
 from ppl.errors import FitError, ModelError, PplError
 from ppl.families.choice import choose_families, family_of
 from ppl.families.composite import MixedFamily, blocks_of
 from ppl.inference.result import VIResult
 from ppl.limits import check_values
 from ppl.progress import start_phase
-from ppl.trust import check_result, refuse_improper
+from ppl.runtime.compiler import CompiledModel
 
 
 def elbo_sample_rows(batch: int) -> int:
@@ -66,11 +66,12 @@ class FitResult:
     warnings: list[str] = field(default_factory=list)
     refinement: dict | None = None
     elbo_rows: tuple[int, int] | None = None  # (rows, of N) when the ELBO is on a sample of rows
-    diagnostics: dict = field(default_factory=dict)  # PSIS k-hat and more (ppl.diagnostics)
+    diagnostics: dict = field(default_factory=dict)  # PSIS k-hat and more (ppl.diagnostics.psis)
     notes: list[str] = field(default_factory=list)  # what `auto` decided, for the user
     description: str | None = None  # how q was made, when the method's name does not say
-    doubts: list[str] = field(default_factory=list)  # why a fit is not converged (ppl.trust)
-    rule_met: bool | None = None  # the method's own verdict, before ppl.trust's doubts
+    doubts: list[str] = field(default_factory=list)  # why a fit is not converged
+    # (ppl.diagnostics.trust)
+    rule_met: bool | None = None  # the method's own verdict, before ppl.diagnostics.trust's doubts
 
 
 def fit(
@@ -103,7 +104,8 @@ def fit(
     `rank` (full | diag), `dof` (a Student-t standard distribution) and `schedule` are DSVI's;
     so is `stream` (from build_streamed: minibatches from a file read in chunks). `monitor` sees
     q's unconstrained mean at every ELBO evaluation (ADVI and DSVI). `checkpoint`
-    (ppl.checkpoint.Checkpointer) saves and resumes the stochastic loops of every method, and the
+    (ppl.inference.checkpoint.Checkpointer) saves and resumes the stochastic loops of every method,
+    and the
     passes of auto's default road over Dask partitions or --stream chunks (not its in-memory
     road, which has none). `stream`: `auto` sums every row of the file, a chunk at a time.
     `partitions` (from build_distributed): the rows on Dask workers; `auto` sums every row there
@@ -439,8 +441,8 @@ def _richer_if_better(first: FitResult, log_joint, rng, *, seed: int,
     fit time.
     Each candidate is kept when its ELBO on its own output draws is higher than the best so
     far (all on the same unconstrained space: comparable)."""
-    from ppl.checkpoint import Interrupted
     from ppl.inference.auto import linear_response, low_rank, richer
+    from ppl.inference.checkpoint import Interrupted
 
     model = first.model
     gaussian = {lat.name: "gaussian" for lat in model.latents}
@@ -738,5 +740,5 @@ def _fit_mixed(model, chosen, init, rng, *, grad_samples, **options):
 
 def check_finite_result(result: FitResult) -> None:
     """Before a fit is reported: refused when it produced nothing usable, marked NOT converged
-    when its own numbers contradict convergence (ppl.trust)."""
+    when its own numbers contradict convergence (ppl.diagnostics.trust)."""
     check_result(result)

@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ppl.build import build
-from ppl.checker import check
-from ppl.compiler import CompiledModel
-from ppl.parser import parse
+from ppl.data.build import build
+from ppl.language.checker import check
+from ppl.language.parser import parse
+from ppl.outputs.summary import flatten_draws
 from ppl.pipeline import fit
-from ppl.summary import flatten_draws
+from ppl.runtime.compiler import CompiledModel
 
 ROOT = Path(__file__).resolve().parent.parent
 POSTERIORDB = ROOT / "models" / "posteriordb"
@@ -85,7 +85,7 @@ def test_fullrank_recovers_mean_and_covariance_of_bayesian_linear_regression():
 # fit for kilpisjarvi and garch. The four added with the wider library run the default road
 # (auto): 0.03 (arma11), 0.04 (diamonds), 0.02 (gp_regr), 0.06 (low_dim_gauss_mix) reference sd;
 # so do hmm_example (the forward algorithm, loops over time and states) and lotka_volterra (an
-# ODE: ppl.dopri5 on a tape of its right-hand side, the mode's Hessian from differences of
+# ODE: ppl.library.dopri5 on a tape of its right-hand side, the mode's Hessian from differences of
 # gradients): 0.05 reference sd in 8 s.
 # Not listed: accel_gp runs (user functions) but the default fit (210 s) is 7.7 reference sd off
 # on sdgp_1 (PSIS k-hat 1.6).

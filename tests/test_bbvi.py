@@ -9,13 +9,13 @@ from autograd import grad
 from autograd.scipy.special import digamma, gammaln
 from scipy.stats import norm
 
-from ppl.checker import check
-from ppl.compiler import CompiledModel
 from ppl.families.composite import Block, MixedFamily
 from ppl.inference.bbvi import setup_bbvi
 from ppl.inference.estimators import score_gradient
-from ppl.parser import parse
+from ppl.language.checker import check
+from ppl.language.parser import parse
 from ppl.pipeline import fit
+from ppl.runtime.compiler import CompiledModel
 
 
 def _model(text: str, data: dict) -> CompiledModel:
@@ -210,8 +210,8 @@ def test_bpfa_indicator_blankets_are_its_patch_observed_pixels():
     # term and the observed pixels of patch i, nothing else (found by the probe, not by hand)
     from pathlib import Path
 
-    from ppl.build import load_model
     from ppl.inference.bbvi import log_joint_terms
+    from ppl.language.frontend import load_model
 
     root = Path(__file__).resolve().parent.parent
     rng = np.random.default_rng(0)

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ppl.checker import check
-from ppl.compiler import CompiledModel
-from ppl.parser import parse
+from ppl.language.checker import check
+from ppl.language.parser import parse
+from ppl.outputs.summary import flatten_draws
 from ppl.pipeline import fit
-from ppl.summary import flatten_draws
+from ppl.runtime.compiler import CompiledModel
 
 FOLDER = Path(__file__).resolve().parent.parent / "models" / "logistic_regression"
 sys.path.insert(0, str(FOLDER))

@@ -14,11 +14,11 @@ import pytest
 from scipy.special import logsumexp
 from scipy.stats import norm
 
-from ppl.checker import check
 from ppl.cli import main
-from ppl.compiler import CompiledModel
-from ppl.parser import parse
+from ppl.language.checker import check
+from ppl.language.parser import parse
 from ppl.pipeline import fit
+from ppl.runtime.compiler import CompiledModel
 
 # K independent indicators, each with its own prior weight and its own two observations, so the
 # posterior factorises over k and the mean-field Bernoulli optimum is the exact posterior

@@ -1,4 +1,5 @@
-"""Log CDFs and complementary log CDFs (ppl.distributions.cdfs and the `_cdf`/`_lcdf`/`_lccdf`
+"""Log CDFs and complementary log CDFs (ppl.library.distributions.cdfs and the
+`_cdf`/`_lcdf`/`_lccdf`
 library functions): against scipy.stats, in the tails, over batch axes, and differentiated
 (closed forms by autograd, shape parameters by the documented central difference, both
 against mpmath or finite differences)."""
@@ -12,9 +13,9 @@ import pytest
 from autograd import grad
 from scipy import stats
 
-from ppl.distributions.cdfs import CDFS, log_betainc, log_gammainc_p, log_gammainc_q
-from ppl.functions import LIBRARY
-from ppl.types import REAL, VECTOR
+from ppl.language.types import REAL, VECTOR
+from ppl.library.distributions.cdfs import CDFS, log_betainc, log_gammainc_p, log_gammainc_q
+from ppl.library.functions import LIBRARY
 
 # name: (parameters, scipy frozen distribution, points y)
 CASES = {

@@ -1,5 +1,6 @@
 """--checkpoint / --resume: a fit stopped by a signal writes its state, and resuming it gives the
-uninterrupted run's result bit for bit, for every stochastic method (ppl.checkpoint, the loop in
+uninterrupted run's result bit for bit, for every stochastic method (ppl.inference.checkpoint, the
+loop in
 ppl.inference.loop)."""
 
 from __future__ import annotations
@@ -15,9 +16,16 @@ import time
 import numpy as np
 import pytest
 
-from ppl.build import build, build_streamed
-from ppl.checkpoint import Checkpointer, Interrupted, key_path, load, read_payload, write_atomic
+from ppl.data.build import build, build_streamed
 from ppl.errors import ModelError
+from ppl.inference.checkpoint import (
+    Checkpointer,
+    Interrupted,
+    key_path,
+    load,
+    read_payload,
+    write_atomic,
+)
 from ppl.pipeline import fit
 from tests.test_bbvi import COUPLED, COUPLED_DATA, _model
 from tests.test_cli import NONCENTERED, SCHOOLS_JSON, run_main
@@ -252,7 +260,7 @@ def test_a_signal_after_the_loop_stops_at_once(tmp_path):
     """Under --checkpoint the first Ctrl-C asks the loop to stop after its iteration; once the
     loop has ended (the polish, the PSIS check and the outputs follow) there is no iteration to
     wait for, so it stops at once (it was ignored until the fit's end)."""
-    from ppl.checkpoint import stop_on_signals
+    from ppl.inference.checkpoint import stop_on_signals
 
     model = build(NONCENTERED, [SCHOOLS_JSON], seed=1)
     checkpoint = Checkpointer(tmp_path / "fit.ckpt", every=50, fingerprint={"test": "after"})

@@ -505,7 +505,7 @@ def test_outputs_appear_together_and_stale_temporaries_go(tmp_path, monkeypatch)
     """Every file is written to a temporary first: a failure while writing the third leaves
     the old four files as they were and no temporary behind; a temporary a killed run left is
     removed by the next write."""
-    import ppl.output as output
+    import ppl.outputs.files as output
 
     out = tmp_path / "fit"
     rc, _, err = run_main(["fit", NONCENTERED, SCHOOLS_JSON, "--quiet", "--output", str(out)])

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ppl.checker import check
-from ppl.compiler import CompiledModel
-from ppl.data_specs import read_data
+from ppl.data.specs import read_data
 from ppl.errors import DataError, ModelError
-from ppl.parser import parse
-from ppl.transforms import make_transform
+from ppl.language.checker import check
+from ppl.language.parser import parse
+from ppl.library.transforms import make_transform
+from ppl.runtime.compiler import CompiledModel
 
 GOOD = {
     "simplex[3]": [0.2, 0.3, 0.5],

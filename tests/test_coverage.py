@@ -1,19 +1,20 @@
-"""docs/language.md's coverage table is what `python -m ppl.coverage` generates today, and the
+"""docs/language.md's coverage table is what `python -m ppl.language.coverage` generates today, and
+the
 support it reports agrees with what the checker accepts."""
 
 from __future__ import annotations
 
 import pytest
 
-from ppl import coverage
-from ppl.checker import check
 from ppl.errors import ModelError
-from ppl.parser import parse
+from ppl.language import coverage
+from ppl.language.checker import check
+from ppl.language.parser import parse
 
 
 def test_committed_coverage_table_is_current():
     text = coverage.DOC.read_text(encoding="utf-8")
-    assert coverage.render(text) == text, "run: python -m ppl.coverage"
+    assert coverage.render(text) == text, "run: python -m ppl.language.coverage"
 
 
 @pytest.mark.parametrize(

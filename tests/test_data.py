@@ -1,4 +1,5 @@
-"""Tests for ppl.data: every source, size inference, and clear DataErrors for user mistakes."""
+"""Tests for ppl.data.files: every source, size inference, and clear DataErrors for user
+mistakes."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ppl.data import DataSpec, load_data
+from ppl.data.files import DataSpec, load_data
 from ppl.errors import DataError
 
 

@@ -10,15 +10,15 @@ from scipy.special import gammaln
 import ppl.inference.auto as auto
 import ppl.inference.linear_response as linear_response_module
 import ppl.pipeline as pipeline
-from ppl.build import build
-from ppl.checker import check
-from ppl.compiler import CompiledModel
+from ppl.data.build import build
 from ppl.inference.auto import CandidateFailed, fit_auto, linear_response
 from ppl.inference.hessian import batched_hvp, hessian_by_hvp
 from ppl.inference.saa import fit_fixed_draws, whitened_draws
 from ppl.inference.sgvb import Block, MixedFamily
-from ppl.parser import parse
+from ppl.language.checker import check
+from ppl.language.parser import parse
 from ppl.pipeline import fit
+from ppl.runtime.compiler import CompiledModel
 
 CORRELATED = """
 data { int D; matrix[D, D] Sigma; }
@@ -188,7 +188,7 @@ def test_hierarchical_model_with_104_parameters_gets_every_sd_within_20_percent_
     of q estimate an sd to 1.1% and a mean to 0.016 sd; the reference's own error is smaller."""
     import json
 
-    from ppl.summary import flatten_draws
+    from ppl.outputs.summary import flatten_draws
 
     folder = "models/varying_intercepts/"
     model = build(folder + "varying_intercepts.model",

@@ -1,4 +1,5 @@
-"""PSIS diagnostics (ppl.diagnostics): the generalized Pareto fit, k-hat on known tails, and the
+"""PSIS diagnostics (ppl.diagnostics.psis): the generalized Pareto fit, k-hat on known tails, and
+the
 verdict after every fit (Yao, Vehtari, Simpson & Gelman 2018)."""
 
 from __future__ import annotations
@@ -9,12 +10,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ppl.checker import check
-from ppl.compiler import CompiledModel
-from ppl.diagnostics import check_fit, fit_generalized_pareto, psis
-from ppl.parser import parse
+from ppl.diagnostics.psis import check_fit, fit_generalized_pareto, psis
+from ppl.language.checker import check
+from ppl.language.parser import parse
+from ppl.outputs.summary import summarise
 from ppl.pipeline import fit
-from ppl.summary import summarise
+from ppl.runtime.compiler import CompiledModel
 from tests.test_cli import run_main
 
 CORRELATED = """

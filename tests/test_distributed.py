@@ -15,9 +15,10 @@ import pytest
 pytest.importorskip("distributed")
 pd = pytest.importorskip("pandas")
 
-from ppl.build import build, build_distributed  # noqa: E402
-from ppl.checkpoint import Checkpointer, Interrupted, load  # noqa: E402
+from ppl.data.build import build  # noqa: E402
+from ppl.distributed.build import build_distributed  # noqa: E402
 from ppl.errors import DataError  # noqa: E402
+from ppl.inference.checkpoint import Checkpointer, Interrupted, load  # noqa: E402
 from ppl.pipeline import fit  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

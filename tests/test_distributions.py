@@ -1,4 +1,5 @@
-"""Tests for ppl.distributions: scipy agreement, support, gradients, samplers, name lookup."""
+"""Tests for ppl.library.distributions: scipy agreement, support, gradients, samplers, name
+lookup."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from autograd import grad
 from scipy import special, stats
 
-from ppl.distributions import DISTRIBUTIONS, SUPPORTS, get_distribution
+from ppl.library.distributions import DISTRIBUTIONS, SUPPORTS, get_distribution
 
 VALUE_SHAPE = (3, 4)
 PARAM_SHAPES = [(4,), (3, 1), ()]

@@ -9,8 +9,8 @@ import pytest
 from autograd import grad
 from scipy import integrate, special, stats
 
-from ppl.distributions import DISTRIBUTIONS
-from ppl.transforms import CholeskyFactorCorr, CorrMatrix
+from ppl.library.distributions import DISTRIBUTIONS
+from ppl.library.transforms import CholeskyFactorCorr, CorrMatrix
 
 
 def _fd_check(f, args, argnum, direction, h=1e-6, rtol=1e-5, atol=1e-7):

@@ -247,7 +247,7 @@ def check_benchmark(block: Block):
 
 
 def check_stan(block: Block, cwd: Path):
-    from ppl.build import load_model
+    from ppl.language.frontend import load_model
 
     path = cwd / f"example_{block.line}.stan"
     path.write_text(block.text)
@@ -355,8 +355,8 @@ def test_cli_doc_lists_every_option_and_choice():
 
 
 def test_language_doc_lists_every_function_and_distribution():
-    from ppl.distributions import DISTRIBUTIONS
-    from ppl.functions import CONSTANTS, LIBRARY
+    from ppl.library.distributions import DISTRIBUTIONS
+    from ppl.library.functions import CONSTANTS, LIBRARY
 
     text = (DOCS / "language.md").read_text()
     names = set(re.findall(r"`([A-Za-z_0-9]+)`", text))

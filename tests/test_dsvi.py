@@ -7,15 +7,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ppl.checker import check
-from ppl.compiler import CompiledModel
 from ppl.errors import FitError, ModelError
 from ppl.families.studentt import DiagonalScale, FullScale, StandardDistribution
 from ppl.inference.dsvi import fit_dsvi
 from ppl.inference.estimators import Pathwise
 from ppl.inference.subsample import Batches, SubsampledLogJoint
-from ppl.parser import parse
+from ppl.language.checker import check
+from ppl.language.parser import parse
 from ppl.pipeline import fit
+from ppl.runtime.compiler import CompiledModel
 
 M = np.array([1.0, -2.0, 0.5])
 COV = np.array([[1.0, 0.8, 0.3], [0.8, 2.0, -0.5], [0.3, -0.5, 1.5]])

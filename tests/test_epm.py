@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import gamma as gamma_dist
 
-from ppl.build import load_model
-from ppl.compiler import CompiledModel
+from ppl.language.frontend import load_model
 from ppl.pipeline import fit
+from ppl.runtime.compiler import CompiledModel
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = ROOT / "models" / "epm" / "epm.model"

@@ -14,12 +14,12 @@ import scipy.linalg as sla
 import scipy.special as sp
 from scipy import stats
 
-from ppl.checker import check
-from ppl.compiler import CompiledModel
 from ppl.errors import ModelError
-from ppl.functions import LIBRARY
-from ppl.parser import parse
-from ppl.types import INT, MATRIX, REAL, ROW_VECTOR, VECTOR, SType
+from ppl.language.checker import check
+from ppl.language.parser import parse
+from ppl.language.types import INT, MATRIX, REAL, ROW_VECTOR, VECTOR, SType
+from ppl.library.functions import LIBRARY
+from ppl.runtime.compiler import CompiledModel
 
 S, N = 4, 5
 RNG = np.random.default_rng(20240501)
@@ -218,7 +218,7 @@ def _spd(n):
 
 
 def test_multiplication_for_all_type_pairs():
-    from ppl.evaluator import Evaluator
+    from ppl.runtime.evaluator import Evaluator
 
     ev = Evaluator(parse("model { }"), {})
     a, v, r, m, k = (
@@ -478,7 +478,7 @@ TESTED_ELSEWHERE = {
 
 
 def test_every_library_function_is_covered():
-    from ppl.distributions.cdfs import CDFS  # every CDF is tested in test_cdfs.py
+    from ppl.library.distributions.cdfs import CDFS  # every CDF is tested in test_cdfs.py
 
     stdlib_tests = (Path(__file__).parent / "test_functions_stdlib.py").read_text()
     cdfs = {d + suffix for d in CDFS for suffix in ("_cdf", "_lcdf", "_lccdf")}

@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 from scipy import special, stats
 
-from ppl.checker import check
-from ppl.compiler import CompiledModel
-from ppl.parser import parse
+from ppl.language.checker import check
+from ppl.language.parser import parse
 from ppl.pipeline import fit
+from ppl.runtime.compiler import CompiledModel
 
 DRAWS = 4000
 

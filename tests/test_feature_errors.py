@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ppl.checker import check
 from ppl.errors import ModelError, ModelSyntaxError
-from ppl.parser import parse
+from ppl.language.checker import check
+from ppl.language.parser import parse
 
 ROOT = Path(__file__).resolve().parent.parent
 PRIOR = "mu ~ normal(0, 1);"

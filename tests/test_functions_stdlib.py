@@ -1,4 +1,5 @@
-"""The matrix, special, array and GP-kernel functions of ppl.functions_linalg / functions_extra:
+"""The matrix, special, array and GP-kernel functions of ppl.library.functions_linalg /
+functions_extra:
 values against numpy / scipy or a closed form, over a leading batch axis of draws, and
 gradients against central finite differences."""
 
@@ -11,8 +12,8 @@ import scipy.linalg
 from autograd import grad
 from scipy import special
 
-from ppl.functions import LIBRARY
-from ppl.types import INT, MATRIX, REAL, ROW_VECTOR, VECTOR, SType
+from ppl.language.types import INT, MATRIX, REAL, ROW_VECTOR, VECTOR, SType
+from ppl.library.functions import LIBRARY
 
 ARRAY = SType("real", "scalar", 1)
 ARRAY_VEC = SType("real", "vector", 1)
@@ -318,11 +319,11 @@ def test_gp_dot_prod_cov():
 
 def test_every_function_of_these_modules_is_tested_here():
     """tests/test_evaluator.py counts a function as covered when this file names it."""
-    import ppl.functions_extra
-    import ppl.functions_linalg
+    import ppl.library.functions_extra
+    import ppl.library.functions_linalg
 
     text = open(__file__).read()
-    for module in (ppl.functions_extra, ppl.functions_linalg):
+    for module in (ppl.library.functions_extra, ppl.library.functions_linalg):
         for name, fn in LIBRARY.items():
             cdf = fn.impl.__qualname__.startswith("_cdf_function")  # tests/test_cdfs.py
             if fn.impl.__module__ == module.__name__ and not cdf:

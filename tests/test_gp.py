@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from ppl.checker import check
-from ppl.compiler import CompiledModel
-from ppl.parser import parse
+from ppl.language.checker import check
+from ppl.language.parser import parse
+from ppl.runtime.compiler import CompiledModel
 
 MODEL = Path(__file__).resolve().parents[1] / "models" / "gp_regression" / "gp_regression.model"
 

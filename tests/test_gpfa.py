@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ppl.build import build, load_model
+from ppl.data.build import build
+from ppl.language.frontend import load_model
 from ppl.pipeline import fit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from autograd import grad
 
-from ppl.checker import check
-from ppl.compiler import CompiledModel
-from ppl.parser import parse
+from ppl.language.checker import check
+from ppl.language.parser import parse
+from ppl.runtime.compiler import CompiledModel
 
 ROOT = Path(__file__).resolve().parent.parent
 hand_written = runpy.run_path(str(ROOT / "benchmarks" / "hand_written.py"), run_name="hand")

@@ -1,4 +1,4 @@
-"""Tests for ppl.ir: the graph IR (kinds, shapes, supports, parents, blankets, outputs)."""
+"""Tests for ppl.ir.graph: the graph IR (kinds, shapes, supports, parents, blankets, outputs)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from ppl.build import load_model
-from ppl.checker import check
-from ppl.compiler import CompiledModel
-from ppl.data_specs import read_data
-from ppl.ir import Graph, build_graph, expr_text
-from ppl.parser import parse
+from ppl.data.specs import read_data
+from ppl.ir.graph import Graph, build_graph, expr_text
+from ppl.language.checker import check
+from ppl.language.frontend import load_model
+from ppl.language.parser import parse
+from ppl.runtime.compiler import CompiledModel
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "models"

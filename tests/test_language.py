@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from ppl import ast
-from ppl.checker import check
 from ppl.errors import ModelError, ModelSyntaxError, PplError
-from ppl.parser import parse, parse_file
-from ppl.types import INT, MATRIX, REAL, ROW_VECTOR, VECTOR, SType
+from ppl.language import ast
+from ppl.language.checker import check
+from ppl.language.parser import parse, parse_file
+from ppl.language.types import INT, MATRIX, REAL, ROW_VECTOR, VECTOR, SType
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL_FILES = sorted(ROOT.glob("models/posteriordb/*/model.stan")) + sorted(

@@ -18,60 +18,27 @@ PACKAGE = Path(__file__).resolve().parent.parent / "ppl"
 #: ("ppl.inference" covers ppl.inference.*); "ppl" itself (the package's __init__) only itself.
 #: Within a stage imports may go either way (the cycle check still applies).
 STAGES: list[tuple[str, list[str]]] = [
-    (
-        "foundation",
-        [
-            "ppl",
-            "ppl.errors",
-            "ppl.limits",
-            "ppl.types",
-            "ppl.ast",
-            "ppl.special",
-            "ppl.stan_index",
-            "ppl.progress",
-        ],
-    ),
-    ("parser", ["ppl.parser"]),
-    (
-        "library",
-        [
-            "ppl.distributions",
-            "ppl.function_registry",
-            "ppl.functions",
-            "ppl.functions_linalg",
-            "ppl.functions_extra",
-            "ppl.transforms",
-            "ppl.tape",
-            "ppl.dopri5",
-            "ppl.ode",
-            "ppl.printing",
-        ],
-    ),
-    ("checker", ["ppl.user_functions", "ppl.checker"]),
+    # what every stage may use: errors, resource limits, the progress-callback protocol
+    ("foundation", ["ppl", "ppl.errors", "ppl.limits", "ppl.progress"]),
+    # the language's syntax and types: the library's signatures are written in these types
+    ("syntax", ["ppl.language.ast", "ppl.language.types", "ppl.language.parser"]),
+    # Stan's functions, distributions and transforms, with their signatures
+    ("library", ["ppl.library"]),
+    # the rest of the front end: the checker reads the library's signatures
+    ("language", ["ppl.language"]),
     # the families know no language: numerics on arrays, and the choice of one per latent
     ("families", ["ppl.families"]),
-    # the IR between checker and compiler (stanc3's MIR), and the passes that rewrite it
+    # the IR between checker and runtime (stanc3's MIR), and the passes that rewrite it
     ("ir", ["ppl.ir"]),
-    ("passes", ["ppl.passes"]),
-    (
-        "evaluator",
-        [
-            "ppl.user_calls",
-            "ppl.ode_calls",
-            "ppl.row_selection",
-            "ppl.evaluator",
-        ],
-    ),
-    ("compiler", ["ppl.compiler"]),
-    ("data", ["ppl.data", "ppl.data_stream", "ppl.data_specs"]),
-    # the fit loops' saved state: the stochastic loop (ppl.inference.loop) writes a Checkpointer
-    ("checkpoint", ["ppl.checkpoint"]),
+    ("passes", ["ppl.ir.passes"]),
+    # the backend: the lowered program compiled to a log joint over draws
+    ("runtime", ["ppl.runtime"]),
+    ("data", ["ppl.data"]),
     ("inference", ["ppl.inference"]),
-    ("diagnostics", ["ppl.diagnostics", "ppl.summary", "ppl.trust"]),
+    ("diagnostics", ["ppl.diagnostics"]),
     ("distributed", ["ppl.distributed"]),
-    ("build", ["ppl.build"]),
     ("fit", ["ppl.pipeline"]),
-    ("reporting", ["ppl.report", "ppl.output", "ppl.plots", "ppl.coverage"]),
+    ("outputs", ["ppl.outputs"]),
     # the Python API: a model compiled once, fitted to data from Python; the CLI is a layer on it
     ("api", ["ppl.api"]),
     ("cli", ["ppl.cli"]),
@@ -104,7 +71,8 @@ def imports_of(source: str, name: str, is_package: bool, known: set[str]) -> set
                 module = ".".join(base + ([node.module] if node.module else []))
             else:
                 module = node.module or ""
-            # `from ppl import ast` imports the module ppl.ast; `from ppl import __version__`
+            # `from ppl import ast` imports the module ppl.language.ast; `from ppl import
+            # __version__`
             # the package itself
             targets = [
                 f"{module}.{a.name}" if f"{module}.{a.name}" in known else module

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ppl.checker import check
-from ppl.compiler import CompiledModel
-from ppl.parser import parse
+from ppl.language.checker import check
+from ppl.language.parser import parse
 from ppl.pipeline import fit
+from ppl.runtime.compiler import CompiledModel
 
 HEAD = "data { int N; array[N] vector[3] y; }\n"
 CHOLESKY = HEAD + """

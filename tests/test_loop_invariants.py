@@ -1,4 +1,5 @@
-"""ppl.passes.loop_invariants: expressions a sequential loop does not change are computed once per
+"""ppl.ir.passes.loop_invariants: expressions a sequential loop does not change are computed once
+per
 run of the loop (per value of the inner indexes they read), with the answers of recomputing them."""
 
 from __future__ import annotations
@@ -7,11 +8,11 @@ import autograd.numpy as anp
 import numpy as np
 from autograd import grad
 
-from ppl import ast
-from ppl.checker import check
-from ppl.compiler import CompiledModel
-from ppl.parser import parse
-from ppl.passes.loop_invariants import invariant_expressions
+from ppl.ir.passes.loop_invariants import invariant_expressions
+from ppl.language import ast
+from ppl.language.checker import check
+from ppl.language.parser import parse
+from ppl.runtime.compiler import CompiledModel
 
 FORWARD = """
 data { int N; int K; array[N] real y; }

@@ -1,4 +1,4 @@
-"""Which loops run vectorised (ppl.passes.loop_vectorisation.plan) and that they give the
+"""Which loops run vectorised (ppl.ir.passes.loop_vectorisation.plan) and that they give the
 sequential loop's answers.
 
 Covers the forms the forward algorithm needs: a loop writing `x[t, k]` (the loop index after
@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from autograd import grad
 
-from ppl import ast
-from ppl.checker import check
-from ppl.compiler import CompiledModel
-from ppl.parser import parse
-from ppl.passes.loop_vectorisation import plan, reductions
+from ppl.ir.passes.loop_vectorisation import plan, reductions
+from ppl.language import ast
+from ppl.language.checker import check
+from ppl.language.parser import parse
+from ppl.runtime.compiler import CompiledModel
 
 FORWARD = """
 data { int N; int K; array[N] real y; }

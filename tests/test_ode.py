@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from autograd import grad
 
-from ppl.checker import check
-from ppl.compiler import CompiledModel
 from ppl.errors import ModelError
-from ppl.ode import Problem, SecondDerivativeError, solve
-from ppl.parser import parse
+from ppl.language.checker import check
+from ppl.language.parser import parse
+from ppl.library.ode import Problem, SecondDerivativeError, solve
+from ppl.runtime.compiler import CompiledModel
 
 TS = np.array([0.5, 1.0, 2.0, 3.5])
 
@@ -135,7 +135,7 @@ def test_ode_signature_errors_are_located(call, message):
 
 def test_per_draw_steps_against_the_closed_form_with_time_in_the_right_hand_side():
     """y' = k t + c (t used by the function: each draw's own time is passed): y = y0 + k t^2/2
-    + c t; one draw's rate 50x another's, each on its own steps (ppl.dopri5 on a tape)."""
+    + c t; one draw's rate 50x another's, each on its own steps (ppl.library.dopri5 on a tape)."""
     src = """
 functions { vector f(real t, vector y, real k, real c) { return [k * t + c * y[1] / y[1]]'; } }
 data { int N; array[N] real ts; }
@@ -167,7 +167,7 @@ def test_a_draw_over_max_num_steps_is_rejected_alone():
 def test_functions_with_branches_are_not_taped():
     """A tape freezes control flow, so a right-hand side with an `if` or a comparison runs
     through scipy's stacked solver instead."""
-    from ppl.ode_calls import straight_line
+    from ppl.runtime.ode_calls import straight_line
 
     src = """
 functions {
@@ -185,7 +185,7 @@ model { }
 def test_tape_replays_and_refuses_a_branch_on_values():
     from autograd.tracer import getval
 
-    from ppl.tape import TapeMismatch, record
+    from ppl.library.tape import TapeMismatch, record
 
     def f(t, v):
         return anp.exp(v) * t[:, None] + anp.sin(v[:, :1])

@@ -20,7 +20,7 @@ def test_grammar_is_a_package_resource():
 
 
 def test_resource_grammar_is_the_one_the_parser_uses():
-    from ppl import parser
+    from ppl.language import parser
 
     source_tree = (ROOT / "grammars" / "stan.lark").read_text()
     assert parser._grammar_text() == source_tree
@@ -60,8 +60,8 @@ def test_cli_module_help_runs(tmp_path):
 def test_language_doc_names_every_function_and_distribution():
     import re
 
-    from ppl.distributions import DISTRIBUTIONS
-    from ppl.functions import CONSTANTS, LIBRARY
+    from ppl.library.distributions import DISTRIBUTIONS
+    from ppl.library.functions import CONSTANTS, LIBRARY
 
     names = set(re.findall(r"`([A-Za-z_0-9]+)`", (ROOT / "docs" / "language.md").read_text()))
     for group in (LIBRARY, CONSTANTS, DISTRIBUTIONS):

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from lark import Lark
 
-from ppl import parser
 from ppl.errors import ModelSyntaxError
+from ppl.language import parser
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = sorted((ROOT / "models").rglob("*.model"))

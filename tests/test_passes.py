@@ -1,4 +1,5 @@
-"""The passes over the lowered program (ppl.passes): what each decides, that the compiled model does
+"""The passes over the lowered program (ppl.ir.passes): what each decides, that the compiled model
+does
 what they decided and nothing else, and that the program with all passes gives the log density
 and gradient of the program as written (no passes), on random models from a generator."""
 
@@ -11,13 +12,13 @@ from autograd import grad
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ppl.checker import check
 from ppl.cli import main
-from ppl.compiler import CompiledModel
-from ppl.functions import lookup
-from ppl.ir import build_graph
-from ppl.parser import parse
-from ppl.passes import ALL, lowered
+from ppl.ir.graph import build_graph
+from ppl.ir.passes import ALL, lowered
+from ppl.language.checker import check
+from ppl.language.parser import parse
+from ppl.library.functions import lookup
+from ppl.runtime.compiler import CompiledModel
 
 N = 7
 DATA = {

@@ -9,10 +9,10 @@ import re
 
 import numpy as np
 
-from ppl.checker import check
-from ppl.compiler import CompiledModel
-from ppl.parser import parse
+from ppl.language.checker import check
+from ppl.language.parser import parse
 from ppl.pipeline import fit
+from ppl.runtime.compiler import CompiledModel
 
 SRC = """
 data { int N; vector[N] y; }

@@ -1,4 +1,4 @@
-"""Loops whose bodies branch on data run vectorised by row selection (ppl.row_selection).
+"""Loops whose bodies branch on data run vectorised by row selection (ppl.runtime.row_selection).
 
 The helpers are checked against plain numpy indexing (values and gradients); whole loop forms,
 drawn at random by hypothesis (branches on data and on the loop index, nested `if`s, locals
@@ -14,10 +14,10 @@ from autograd import grad
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ppl.checker import check
-from ppl.compiler import CompiledModel
-from ppl.parser import parse
-from ppl.row_selection import branch_rows, put_rows, scatter_axis, take_rows
+from ppl.language.checker import check
+from ppl.language.parser import parse
+from ppl.runtime.compiler import CompiledModel
+from ppl.runtime.row_selection import branch_rows, put_rows, scatter_axis, take_rows
 
 # ---- the array helpers ---------------------------------------------------------------------------
 

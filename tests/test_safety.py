@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ppl.errors import PplError
-from ppl.parser import parse
+from ppl.language.parser import parse
 
 PACKAGE = Path(__file__).resolve().parent.parent / "ppl"
 FORBIDDEN = {"eval", "exec", "compile", "__import__"}
@@ -34,7 +34,7 @@ def test_package_never_calls_eval_exec_or_compile():
     ],
 )
 def test_host_code_in_a_model_is_rejected_as_a_user_error(text):
-    from ppl.checker import check
+    from ppl.language.checker import check
 
     with pytest.raises(PplError):
         check(parse(text, "evil.model"))

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ppl.checker import check
-from ppl.compiler import CompiledModel
 from ppl.errors import ModelError
 from ppl.families.choice import choose_families
-from ppl.parser import parse
+from ppl.language.checker import check
+from ppl.language.parser import parse
 from ppl.pipeline import fit
+from ppl.runtime.compiler import CompiledModel
 
 GAMMA_POISSON = """
 data { int N; array[N] int y; }

@@ -1,4 +1,4 @@
-"""ppl.special: autograd primitives over scipy.special, without importing autograd.scipy.
+"""ppl.library.special: autograd primitives over scipy.special, without importing autograd.scipy.
 
 Values are scipy's; first and second derivatives are autograd.scipy.special's to the last bit
 (the same formulas) and agree with finite differences; VJPs sum over broadcast axes.
@@ -17,7 +17,7 @@ import pytest
 import scipy.special as ss
 from autograd import elementwise_grad, grad
 
-from ppl import special
+from ppl.library import special
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -199,7 +199,7 @@ def _modules_after(code: str) -> set[str]:
 
 
 def test_fit_path_does_not_import_autograd_scipy_or_scipy_stats():
-    loaded = _modules_after("import ppl.cli, ppl.pipeline, ppl.special, ppl.inference.sgvb")
+    loaded = _modules_after("import ppl.cli, ppl.pipeline, ppl.library.special, ppl.inference.sgvb")
     assert not {m for m in loaded if m.startswith("autograd.scipy")}
     assert "scipy.stats" not in loaded
 

@@ -12,10 +12,10 @@ import numpy as np
 from scipy import stats
 from scipy.special import expit
 
-from ppl.checker import check
 from ppl.cli import main
-from ppl.compiler import CompiledModel
-from ppl.parser import parse
+from ppl.language.checker import check
+from ppl.language.parser import parse
+from ppl.runtime.compiler import CompiledModel
 
 GARCH = """
 data { int<lower=0> T; array[T] real y; real<lower=0> sigma1; }
@@ -153,8 +153,8 @@ def test_check_is_quiet_for_a_good_model(capsys):
 def test_data_matrix_times_a_batch_of_vectors_is_one_product():
     """X * beta with data X and a batch of draws of beta: the GEMM path gives the stacked
     matrix-vector products, values and gradients (and row_vector * X likewise)."""
-    from ppl.functions import matmul
-    from ppl.types import SType
+    from ppl.language.types import SType
+    from ppl.library.functions import matmul
 
     rng = np.random.default_rng(3)
     X, B = rng.normal(size=(50, 4)), rng.normal(size=(6, 4))

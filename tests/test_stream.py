@@ -1,4 +1,4 @@
-"""--stream: a CSV read a chunk at a time (ppl.data_stream), minibatches drawn from the chunks
+"""--stream: a CSV read a chunk at a time (ppl.data.stream), minibatches drawn from the chunks
 (StreamBatches), and the ELBO on a fixed sample of rows (sample_log_joint)."""
 
 from __future__ import annotations
@@ -6,14 +6,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ppl.build import build, build_streamed, load_model
-from ppl.checker import check
-from ppl.compiler import CompiledModel
-from ppl.data_specs import data_specs, read_data
+from ppl.data.build import build, build_streamed
+from ppl.data.specs import data_specs, read_data
 from ppl.errors import DataError, ModelError
 from ppl.inference.subsample import Batches, StreamBatches, SubsampledLogJoint, sample_log_joint
-from ppl.parser import parse
+from ppl.language.checker import check
+from ppl.language.frontend import load_model
+from ppl.language.parser import parse
 from ppl.pipeline import fit
+from ppl.runtime.compiler import CompiledModel
 from tests.test_cli import run_main
 
 REGRESSION = """
@@ -221,7 +222,7 @@ def test_streamed_default_road_interrupted_resumes_to_the_same_numbers(tmp_path)
     uninterrupted fit's numbers, bit for bit."""
     import signal
 
-    from ppl.checkpoint import Checkpointer, Interrupted, load
+    from ppl.inference.checkpoint import Checkpointer, Interrupted, load
 
     model_path, csv, x, y = _write(tmp_path, n=1000)
     model, stream = build_streamed(model_path, [csv], chunk_rows=300, keep=100, binary=True)

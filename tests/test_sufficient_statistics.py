@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from autograd import grad
 
-from ppl.checker import check
-from ppl.compiler import CompiledModel
-from ppl.distributions import DISTRIBUTIONS
-from ppl.parser import parse
-from ppl.passes import ALL
+from ppl.ir.passes import ALL
+from ppl.language.checker import check
+from ppl.language.parser import parse
+from ppl.library.distributions import DISTRIBUTIONS
+from ppl.runtime.compiler import CompiledModel
 
 MODEL = """
 data { int N; int D; array[N] vector[D] y; }
@@ -43,7 +43,8 @@ def test_sufficient_statistics_match_the_row_by_row_density_and_gradient(stateme
 
 @pytest.mark.parametrize("passes, scored", [(ALL, []), ((), [(1, 5000, 4)])])
 def test_rows_are_never_scored_one_by_one(monkeypatch, passes, scored):
-    """With the pass (ppl.passes.sufficient_statistics), never; without it, by the general path."""
+    """With the pass (ppl.ir.passes.sufficient_statistics), never; without it, by the general
+    path."""
     calls = []
     dist = DISTRIBUTIONS["multi_normal"]
     original = dist.log_prob

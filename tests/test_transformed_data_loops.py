@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ppl.checker import check
-from ppl.compiler import CompiledModel
-from ppl.parser import parse
+from ppl.language.checker import check
+from ppl.language.parser import parse
+from ppl.runtime.compiler import CompiledModel
 
 N = 7
 Y = np.array([0.4, 1.3, -0.2, 2.2, 3.1, 2.7, 3.9])

@@ -1,4 +1,4 @@
-"""Tests for ppl.transforms: round trips, supports, log-Jacobians, batching, gradients."""
+"""Tests for ppl.library.transforms: round trips, supports, log-Jacobians, batching, gradients."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from ppl.errors import ModelError
-from ppl.transforms import (
+from ppl.library.transforms import (
     CholeskyFactorCov,
     Identity,
     LowerBound,

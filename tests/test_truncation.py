@@ -10,11 +10,11 @@ import pytest
 from autograd import grad
 from scipy import integrate, stats
 
-from ppl.checker import check
-from ppl.compiler import CompiledModel
-from ppl.distributions import DISTRIBUTIONS
-from ppl.distributions.truncated import Truncated
-from ppl.parser import parse
+from ppl.language.checker import check
+from ppl.language.parser import parse
+from ppl.library.distributions import DISTRIBUTIONS
+from ppl.library.distributions.truncated import Truncated
+from ppl.runtime.compiler import CompiledModel
 
 
 def _truncnorm(lo, hi, mu, sigma):

@@ -1,4 +1,5 @@
-"""Guards against silent wrong answers (ppl.trust, ppl.report.ended_by; issue 23): improper
+"""Guards against silent wrong answers (ppl.diagnostics.trust, ppl.outputs.report.ended_by; issue
+23): improper
 posteriors, runaway or collapsed q, exploding ELBOs and a truthful "ended by"."""
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from ppl.diagnostics.trust import check_result
 from ppl.errors import FitError
-from ppl.trust import check_result
 from tests.test_cli import run_main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -20,7 +21,8 @@ ARMA = ROOT / "models" / "posteriordb" / "arma-arma11"
 
 
 def _fake(elbo, draws, trace=(), converged=True, support="real"):
-    """A fit result as ppl.trust reads it: q's ELBO and trace, latents and their draws."""
+    """A fit result as ppl.diagnostics.trust reads it: q's ELBO and trace, latents and their
+    draws."""
     latents = [SimpleNamespace(name=n, binary=False, hyper=False, support=support) for n in draws]
     vi = SimpleNamespace(elbo=elbo, elbo_trace=list(trace), converged=converged)
     return SimpleNamespace(vi=vi, draws=draws, model=SimpleNamespace(latents=latents),
@@ -87,10 +89,10 @@ def test_a_non_identified_posterior_is_named_improper_and_a_badly_scaled_one_is_
     """`y ~ normal(a + b, 1)` without priors: flat along a - b, so improper; its fit says so
     (the parameters named) and is not converged. A regression on unscaled data (sd 20,000,
     predictor near 170) has curvatures 1e-12 apart, but none flat: no such warning."""
-    from ppl.checker import check
-    from ppl.compiler import CompiledModel
-    from ppl.parser import parse
+    from ppl.language.checker import check
+    from ppl.language.parser import parse
     from ppl.pipeline import fit
+    from ppl.runtime.compiler import CompiledModel
 
     text = """data { int N; vector[N] y; } parameters { real a; real b; }
               model { y ~ normal(a + b, 1); }"""

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from autograd import grad
 
-from ppl.checker import check
-from ppl.compiler import CompiledModel
 from ppl.errors import ModelError
-from ppl.parser import parse
+from ppl.language.checker import check
+from ppl.language.parser import parse
+from ppl.runtime.compiler import CompiledModel
 
 DATA = {"N": 6, "y": np.array([1.2, 0.3, -0.4, 2.2, 1.0, 0.1]), "k": np.array([0, 3, 1, 2, 5, 1])}
 HEAD = "data { int N; vector[N] y; array[N] int k; } parameters { real mu; real<lower=0> s; } "
@@ -227,7 +227,8 @@ generated quantities { vector[3] d = draws_rng(mu, 3); }
 
 
 def test_markov_blanket_terms_through_user_functions():
-    # BBVI's per-latent sums walk the program (ppl.ir) and record per-statement terms: a recursive
+    # BBVI's per-latent sums walk the program (ppl.ir.graph) and record per-statement terms: a
+    # recursive
     # function must not send the walk round in circles, and the total stays the log joint
     from ppl.inference.estimators import log_joint_terms
 

@@ -4,7 +4,7 @@ A problem names the ppl model and data, the reference posterior (posteriordb or 
 run), and builders for the same model in PyMC and NumPyro. Peers must use the Stan model's
 parameter names and shapes (`vector[K] beta` -> shape (K,), `matrix[D, K] W` -> (D, K)), so
 their constrained draws flatten to the same Stan element names (`beta[1]`, `W[2,3]`) as ppl's
-(ppl.summary.flatten_draws). PyMC and NumPyro are imported only inside the builders: the
+(ppl.outputs.summary.flatten_draws). PyMC and NumPyro are imported only inside the builders: the
 benchmark package must import without them.
 """
 

@@ -23,7 +23,7 @@ class WorkerModel:
     closures); a worker keeps it in memory across steps."""
 
     def __init__(self, source: str, model_path: str, values: dict, rows: int):
-        from ppl.compiler import CompiledModel
+        from ppl.runtime.compiler import CompiledModel
 
         self.args = (source, model_path, values, rows)
         model = CompiledModel(program(source, model_path), values)
@@ -40,7 +40,7 @@ class WorkerModel:
         .row_sums); the partition's model is kept for the next pass."""
         model = self._whole.get(p)
         if model is None:
-            from ppl.compiler import CompiledModel
+            from ppl.runtime.compiler import CompiledModel
 
             model = CompiledModel(program(*self.args[:2]), part)
             self._whole = {**self._whole, p: model}

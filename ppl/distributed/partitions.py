@@ -1,7 +1,7 @@
 """The data rows as a Dask DataFrame of CSV or Parquet files, one partition per file, each turned
 into the model's data arrays on the worker that read it and kept there.
 
-A partition goes through the same checks as a whole CSV file (ppl.data.load_data), so a bad
+A partition goes through the same checks as a whole CSV file (ppl.data.files.load_data), so a bad
 cell is reported with its file, row and column before any fitting; its transformed data are
 computed on it, so they must act row by row (checked on the driver's sample of rows).
 """
@@ -15,13 +15,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ppl.checker import CheckedProgram, check
-from ppl.compiler import CompiledModel
-from ppl.data import CsvText, DataSpec, load_data, open_data_file
-from ppl.data_specs import data_specs
-from ppl.data_stream import row_variables
+from ppl.data.files import CsvText, DataSpec, load_data, open_data_file
+from ppl.data.specs import data_specs
+from ppl.data.stream import row_variables
 from ppl.errors import DataError, PplError
-from ppl.parser import parse
+from ppl.language.checker import CheckedProgram, check
+from ppl.language.parser import parse
+from ppl.runtime.compiler import CompiledModel
 
 ROW_FILES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 

@@ -1,9 +1,9 @@
 """Which variational family approximates each latent, and how the family is described.
 
-The one place the choice is made: `ppl fit` (ppl.pipeline) and `ppl ir` (ppl.ir) both call
+The one place the choice is made: `ppl fit` (ppl.pipeline) and `ppl ir` (ppl.ir.graph) both call
 :func:`family_for` and :func:`family_label`. A latent here is anything with ``name``, ``binary``,
 ``kind`` (its constraining transform), ``support`` and ``hyper``: a compiled model's
-:class:`ppl.compiler.Latent`, or the IR's view of a declaration when no data is given.
+:class:`ppl.runtime.compiler.Latent`, or the IR's view of a declaration when no data is given.
 """
 
 from __future__ import annotations

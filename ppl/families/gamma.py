@@ -43,8 +43,8 @@ import numpy as np
 from autograd.extend import defvjp, primitive
 from scipy.special import digamma, expit, gammaincinv, gammaln, ndtr, polygamma
 
-from ppl.special import digamma as _a_digamma
-from ppl.special import gammaln as _a_gammaln
+from ppl.library.special import digamma as _a_digamma
+from ppl.library.special import gammaln as _a_gammaln
 
 __all__ = [
     "gamma_sample",

@@ -29,10 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from ppl.checkpoint import Checkpointer
 from ppl.errors import FitError
 from ppl.families.gaussian import CholeskyGaussian, MeanFieldGaussian
 from ppl.inference import loop
+from ppl.inference.checkpoint import Checkpointer
 from ppl.inference.estimators import Pathwise
 from ppl.inference.result import VIResult
 from ppl.inference.stepsize import StanStepSize
@@ -156,7 +156,8 @@ def fit_advi(
     makes the step rule (``direction(grad)``, scaled by eta), and ``grad_log_joint`` replaces
     ``log_joint`` in the gradients only (a minibatch estimate; ELBOs use ``log_joint``).
     ``monitor(iteration, mean)`` sees q's mean at every ELBO evaluation (benchmarks trace it).
-    ``checkpoint`` (ppl.checkpoint) saves the loop's state every ``checkpoint.every`` iterations
+    ``checkpoint`` (ppl.inference.checkpoint) saves the loop's state every ``checkpoint.every``
+    iterations
     and on a stop request, and resumes from ``checkpoint.resume`` when that is set.
     Raises ``FitError`` when no finite approximation can be found; never returns NaN.
     """

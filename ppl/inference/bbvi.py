@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ppl.checkpoint import Checkpointer
 from ppl.errors import FitError
 from ppl.families.composite import MixedFamily, blocks_of
 from ppl.inference import loop
+from ppl.inference.checkpoint import Checkpointer
 from ppl.inference.estimators import ESTIMATORS, LogJointTerms, log_joint_terms, score_gradient
 from ppl.inference.optimizers import make_optimizer
 

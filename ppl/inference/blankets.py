@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
-from ppl.ir import Graph
+from ppl.ir.graph import Graph
 
 _PROBE_ROWS = 256  # perturbed copies evaluated at once
 

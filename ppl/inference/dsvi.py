@@ -201,7 +201,7 @@ def closed_forms(model) -> list[ClosedForm]:
     """The hyperparameters with a closed-form optimum: `x ~ normal(0, ell)`, ell declared
     `<lower=0>` in `hyperparameters` and used in no other statement, x an unbounded parameter
     with as many elements as ell (or ell a scalar)."""
-    from ppl import ast
+    from ppl.language import ast
 
     latents = {lat.name: lat for lat in model.latents}
     program = model.program  # the statements the log joint runs

@@ -19,8 +19,8 @@ import autograd.numpy as anp
 import numpy as np
 from autograd import make_vjp
 
-from ppl.evaluator import NeedsPerSample
 from ppl.inference.blankets import Blankets, TermLayoutError
+from ppl.runtime.evaluator import NeedsPerSample
 
 #: The score-function estimators: plain, Rao-Blackwellised, Rao-Blackwellised + control variates.
 ESTIMATORS = ("naive", "rb", "rb+cv")
@@ -202,7 +202,7 @@ def log_joint_terms(
     w's terms from the probe wherever z = 0.
     """
     from ppl.inference.blankets import find_blankets
-    from ppl.ir import build_graph
+    from ppl.ir.graph import build_graph
 
     binary = np.zeros(model.dim, dtype=bool)
     for lat in model.latents:

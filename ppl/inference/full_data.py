@@ -92,7 +92,8 @@ class FullDataLogJoint:
     gradient)` -> (S sums, S x D gradients or products) over every block of rows."""
 
     def __init__(self, rows, checkpoint=None):
-        """`checkpoint` (ppl.checkpoint.Checkpointer): every pass's sums are kept by the hash of
+        """`checkpoint` (ppl.inference.checkpoint.Checkpointer): every pass's sums are kept by the
+        hash of
         what was sent and saved every `checkpoint.every` passes and on SIGINT/SIGTERM (then
         Interrupted is raised); a resumed fit replays the saved passes without reading the rows.
         The road is deterministic, so it asks for the same passes and ends in the same
@@ -159,7 +160,7 @@ class FullDataLogJoint:
 
 
 class StreamedRows:
-    """Every chunk of a --stream file (ppl.data_stream.CsvStream, scanned with a binary copy),
+    """Every chunk of a --stream file (ppl.data.stream.CsvStream, scanned with a binary copy),
     one at a time: memory holds one chunk and its (draws x rows) arrays, whatever the file's
     length."""
 
@@ -171,7 +172,7 @@ class StreamedRows:
         self.weights = dict.fromkeys(self.prior.row_keys, 1.0)
 
     def sums(self, zeta: np.ndarray, vectors: np.ndarray | None, gradient: bool):
-        from ppl.compiler import CompiledModel
+        from ppl.runtime.compiler import CompiledModel
 
         value, total = np.zeros(zeta.shape[0]), np.zeros_like(zeta)
         for i, chunk in enumerate(self.stream.chunks):

@@ -19,7 +19,8 @@ Beyond Stan's loop, where users of Stan/PyMC VI complain (docs/advi.md):
 * a non-finite gradient at every draw undoes the last step(s) and redoes them with half the step
   size, a bounded number of times, then a ``FitError`` says where and why (pymc#1714).
 
-A checkpoint (ppl.checkpoint) is the loop's whole state between two iterations; restoring it
+A checkpoint (ppl.inference.checkpoint) is the loop's whole state between two iterations; restoring
+it
 replays the draws the uninterrupted run would have made, so the result is the same bit for bit.
 A fit of several loops (a Gaussian phase, then a gamma one) checkpoints each as a stage: a resumed
 fit takes the finished stages' results from the checkpoint and resumes the one under way.
@@ -36,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from ppl.checkpoint import Checkpointer, Interrupted
 from ppl.errors import FitError
+from ppl.inference.checkpoint import Checkpointer, Interrupted
 from ppl.inference.optimizers import make_optimizer
 from ppl.inference.stepsize import ETA_GRID, StanStepSize
 from ppl.inference.stopping import StoppingRule

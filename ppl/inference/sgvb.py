@@ -27,7 +27,7 @@ from ppl.inference.draws import fixed_normal_draws
 
 if TYPE_CHECKING:  # the stochastic loop and its checkpoints are imported by fit_sgvb, when it
     # runs: `auto`'s road uses this module's SGVBResult only (0.03 s of start-up saved)
-    from ppl.checkpoint import Checkpointer
+    from ppl.inference.checkpoint import Checkpointer
 
 __all__ = ["Block", "MixedFamily", "SGVBResult", "fit_sgvb", "refine_warm_start"]
 

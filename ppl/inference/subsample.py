@@ -27,7 +27,7 @@ from ppl.families.composite import MixedFamily
 from ppl.inference.bbvi import FamilyObjective
 from ppl.inference.blankets import find_blankets, stack_terms
 from ppl.inference.estimators import score_gradient
-from ppl.ir import build_graph
+from ppl.ir.graph import build_graph
 
 
 class Batches:
@@ -88,7 +88,7 @@ class Batches:
         return np.sort(self.rng.choice(n, self.B, replace=self.B > n))
 
     def get_state(self) -> dict:
-        """What a checkpoint keeps of the row sampler (ppl.checkpoint)."""
+        """What a checkpoint keeps of the row sampler (ppl.inference.checkpoint)."""
         return {"rng": self.rng.bit_generator.state}
 
     def set_state(self, state: dict) -> None:

@@ -1,0 +1,149 @@
+"""What a fit says about itself: the header lines the CLI prints above the summary table, and the
+record written to fit.json. One place, so `ppl fit`, `fit.save()` and a notebook's `print(fit)`
+say the same thing."""
+
+from __future__ import annotations
+
+from ppl.diagnostics.psis import USABLE
+
+
+def method_text(result, rows: str = "") -> str:
+    """How q was made, in one phrase; `rows`: where the rows were when not in memory (DSVI's
+    streamed chunks or Dask workers; the default road's Dask passes)."""
+    vi = result.vi
+    if result.description:
+        return result.description + (rows if result.method != "dsvi" else "")
+    if result.method == "auto":
+        road = vi.polish or {}
+        sets = " -> ".join(str(r["draws"]) for r in road.get("rounds", []))
+        return (f"auto (mode by L-BFGS in {road.get('mode_gradient_evaluations', 0)} gradients, "
+                f"then L-BFGS on the ELBO over fixed draws: {sets} draws{rows})")  # fmt: skip
+    if result.method == "sgvb":
+        return f"gamma SGVB ({vi.optimizer}, warm-started by mean-field ADVI)"
+    if result.method in ("mixed", "bbvi"):
+        steps = "Stan's step sequence" if vi.optimizer == "stan" else vi.optimizer
+        if result.method == "mixed":
+            return (f"binary latents by score-function gradients (rb+cv), the rest pathwise; "
+                    f"{steps}, eta {vi.eta:g}, {vi.grad_samples} draws per step")  # fmt: skip
+        return (f"BBVI ({vi.estimator} score-function gradients, {steps}, eta {vi.eta:g}, "
+                f"{vi.grad_samples} draws per step)")  # fmt: skip
+    if result.method == "dsvi":
+        return (f"DSVI ({vi.label}, {vi.schedule} learning rates, eta {vi.eta:g}, "
+                f"{vi.grad_samples} draws per step{rows})")  # fmt: skip
+    return f"{result.method} ADVI, eta {vi.eta:g}"
+
+
+def ended_by(result, iterations: int) -> str:
+    """What stopped the fit, as it happened; then, when ppl.diagnostics.trust found the result
+    contradicts
+    convergence, that it is not converged all the same."""
+    vi = result.vi
+    met = vi.converged if result.rule_met is None else result.rule_met
+    polish = result.refinement or {}
+    if result.method == "auto" or (result.description or "").startswith("auto"):
+        text = ("the fixed-draw optimum, reached by L-BFGS, settled as the draws grew" if met
+                else "the fixed-draw optimum did not settle (see warnings)")  # fmt: skip
+    elif polish.get("used") and polish.get("stochastic_converged") is False:
+        text = (f"the iteration cap (--iter {iterations}); the deterministic polish then "
+                + ("reached" if met else "did not reach") + " the fixed-draw optimum")  # fmt: skip
+    else:
+        text = ("the stopping rule (relative ELBO change < --tol-rel-obj)" if met
+                else f"the iteration cap (--iter {iterations})")  # fmt: skip
+    if result.doubts:
+        text += "; but NOT converged (see warnings)"
+    return text
+
+
+def header_lines(result, *, iterations: int, rows: str = "") -> list[str]:
+    """The lines above the summary table: method, ELBO, what ended the fit, PSIS, notes."""
+    vi = result.vi
+    lines = [f"method: {method_text(result, rows)}, {vi.iterations} iterations, "
+             f"{vi.grad_evals} gradient evaluations, {result.seconds:.2f} s"]  # fmt: skip
+    polish = result.refinement or {}
+    if polish.get("used"):
+        stages = ", ".join(f"{st['family']} {st['iterations']} it" for st in polish["stages"])
+        lines.append(f"polish: L-BFGS on a fixed-draw ELBO ({stages}); ELBO "
+                     f"{polish['elbo_advi']:.6g} -> {polish['elbo_polished']:.6g}")  # fmt: skip
+    elif polish:
+        lines.append("polish: did not improve the fit; kept the unpolished one")
+    on = ""
+    if result.elbo_rows:
+        on = f"; estimated on a fixed sample of {result.elbo_rows[0]} of {result.elbo_rows[1]} rows"
+    lines.append(f"ELBO: {vi.elbo:.6g} ({'converged' if vi.converged else 'NOT converged'}{on})")
+    lines.append(f"ended by: {ended_by(result, iterations)}")
+    return lines
+
+
+def diagnostics_lines(result) -> list[str]:
+    diag = result.diagnostics
+    mc = ""
+    if diag.get("elbo") is not None:
+        mc = f"; ELBO from these draws {diag['elbo']:.6g} +- {diag['elbo_mcse']:.2g} (MCSE)"
+    lines = [f"PSIS k-hat: {diag['khat']:.2f} ({diag['verdict']}: <= 0.5 good, <= 0.7 usable, "
+             f"> 0.7 not reliable; {diag['draws']} draws{mc})"]  # fmt: skip
+    lines += [f"note: {note}" for note in result.notes]
+    return lines
+
+
+def psis_weights(result, wanted: bool):
+    """--psis: the smoothed log weights when k-hat allows them, else None (and a warning)."""
+    diag = result.diagnostics
+    if not wanted:
+        return None
+    if diag["khat"] <= USABLE and diag.get("log_weights") is not None:
+        return diag["log_weights"]
+    result.warnings.append(
+        f"--psis: k-hat {diag['khat']:.2f} > {USABLE}, importance weights are not "
+        "reliable; the summaries are q's own"
+    )
+    return None
+
+
+def variational_parameters(result) -> dict:
+    """Per latent, q's parameters on the unconstrained scale (gamma: shape and rate of x)."""
+    vi = result.vi
+    if result.method in ("auto", "sgvb", "bbvi", "mixed"):
+        return vi.family.describe(vi.theta)
+    sd = vi.sd
+    out = {}
+    for lat in result.model.latents:
+        part = slice(lat.offset, lat.offset + lat.size)
+        out[lat.name] = {
+            "family": vi.label if result.method == "dsvi" else "gaussian",
+            "mean": vi.mean[part].tolist(),
+            "sd": sd[part].tolist(),
+        }
+    return out
+
+
+#: Per-draw arrays of the diagnostics that go to draws.csv, not to fit.json.
+PER_DRAW = ("log_weights", "log_p", "log_q")
+
+
+def fit_info(result, *, model: str, data: list[str], draws: int, engine: str = "embedded",
+             weighted: bool = False) -> dict:  # fmt: skip
+    """fit.json's record of the fit."""
+    vi = result.vi
+    return {
+        "model": model,
+        "data": list(data),
+        "method": result.method,
+        "iterations": vi.iterations,
+        "seconds": round(result.seconds, 4),
+        "gradient_evaluations": vi.grad_evals,
+        "elbo": vi.elbo,
+        "elbo_rows": result.elbo_rows,
+        "psis": {k: v for k, v in result.diagnostics.items() if k not in PER_DRAW},
+        "psis_weighted_summaries": weighted,
+        "notes": result.notes,
+        "converged": vi.converged,
+        "seed": result.seed,
+        "engine": engine,
+        "eta": vi.eta,
+        "grad_samples": vi.grad_samples,
+        "draws": draws,
+        "warnings": result.warnings,
+        "families": result.families,
+        "polish": result.refinement,
+        "variational_parameters": variational_parameters(result),
+    }
