@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import ppl.data.files as data
-from ppl.data.files import CsvText
+import ppl.data.csv_text as data
+from ppl.data.csv_text import CsvText
 from ppl.errors import DataError
 
 ODD = ["1", "-0", "+4", ".5", "5.", "1e5", "-1E-7", "1_000", " 7 ", "\t6", "inf", "-Infinity",

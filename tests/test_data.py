@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ppl.data.files import DataSpec, load_data
+from ppl.data.declaration import DataSpec
+from ppl.data.files import load_data
 from ppl.errors import DataError
 
 

@@ -24,7 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ppl.data.files import CsvText, DataSpec, file_error, load_data, open_data_file
+from ppl.data.csv_text import CsvText
+from ppl.data.declaration import DataSpec
+from ppl.data.files import load_data, open_data_file
+from ppl.data.reading import file_error
 from ppl.errors import DataError
 
 

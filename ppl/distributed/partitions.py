@@ -15,7 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ppl.data.files import CsvText, DataSpec, load_data, open_data_file
+from ppl.data.csv_text import CsvText
+from ppl.data.declaration import DataSpec
+from ppl.data.files import load_data, open_data_file
 from ppl.data.specs import data_specs
 from ppl.data.stream import row_variables
 from ppl.errors import DataError, PplError
