@@ -224,31 +224,11 @@ def run(
         checkpoint.restore_extras()
         start -= s.seconds
     else:
-        theta0 = np.array(theta0, dtype=float)
-        elbo0 = None if windowed else objective.elbo(theta0)
-        if elbo0 is not None and not np.isfinite(elbo0):
-            raise FitError(objective.cannot_start(theta0) + " " + ADVICE)
-        adapt_used, trials = 0, []
-        if eta is None:
-            start_phase(progress, "step-size adaptation (Stan's eta grid)")
-            eta, adapt_used, trials = adapt_eta(
-                objective, theta0, elbo0, adapt_iter, adapt_seed, schedule, checkpoint
-            )
-        no_elbo = -np.inf if elbo0 is None else elbo0
-        s = LoopState(
-            theta=theta0.copy(),
-            eta=float(eta),
-            eta0=float(eta),
-            steps=schedule(theta0.size),
-            rule=StoppingRule(max_iter, eval_elbo, tol_rel_obj, elbo0),
-            window_sum=np.zeros_like(theta0),
-            trace=[] if elbo0 is None else [(0, elbo0)],
-            cand=theta0,
-            cand_elbo=no_elbo,
-            best=(no_elbo, theta0, 0),
-            adapt_used=adapt_used,
-            trials=trials,
-        )
+        s = _start(
+            objective, np.array(theta0, dtype=float), eta, schedule, windowed,
+            new_rule=lambda elbo0: StoppingRule(max_iter, eval_elbo, tol_rel_obj, elbo0),
+            adapt=(adapt_iter, adapt_seed), progress=progress, checkpoint=checkpoint,
+        )  # fmt: skip
 
     start_phase(progress, f"stochastic ELBO optimisation (eta {s.eta:g})")
 
@@ -268,75 +248,18 @@ def run(
         if out is not None and not np.all(np.isfinite(out[0])):
             out = None
         if out is None:
-            s.fails += 1
-            if s.fails > _MAX_CONSECUTIVE_FAILURES or s.halvings >= _MAX_HALVINGS:
-                raise FitError(
-                    f"{name} failed at iteration {s.k + 1}: the log density or its gradient was "
-                    f"non-finite at all {objective.draws_per_step} draws in {s.fails} consecutive "
-                    f"attempts, after halving the step size {s.halvings} times (eta "
-                    f"{s.eta0:g} -> {s.eta:.3g}). {objective.where(s.theta)}" + ADVICE
-                )
-            if s.history:
-                # Undo the last step(s) and carry on from there with half the step size.
-                s.eta /= 2.0
-                s.halvings += 1
-                s.failed_at.append(s.k)
-                restored = s.history.pop()
-                if s.window_n:
-                    s.window_sum += restored - s.theta
-                s.theta = restored
+            _step_back(objective, s, name)
             continue
         s.fails = 0
         grad, estimate = out
-        direction = s.steps.direction(grad)
-        new = s.theta + s.eta * direction
-        while not np.all(np.isfinite(new)) and s.halvings < _MAX_HALVINGS:
-            s.eta /= 2.0  # overflow (e.g. exp(omega)): shrink this step until it is finite
-            s.halvings += 1
-            s.failed_at.append(s.k + 1)
-            new = s.theta + s.eta * direction
-        if not np.all(np.isfinite(new)):
-            raise FitError(
-                f"{name} failed at iteration {s.k + 1}: the variational parameters "
-                f"overflowed even with eta={s.eta:.3g}. " + ADVICE
-            )
-        s.history.append(s.theta)
-        s.theta = new
-        s.k += 1
+        _step(s, grad, name)
         k = s.k
-        s.window_sum += s.theta
-        s.window_n += 1
         if windowed and estimate is not None:
             s.estimates.append(estimate)
 
         elbo_k = None
         if k % eval_elbo == 0:
-            elbo_k = _evaluate(objective, s, average, windowed)
-            if not np.isfinite(elbo_k):
-                s.elbo_fails += 1
-                if s.elbo_fails >= _MAX_ELBO_FAILURES:
-                    raise FitError(
-                        f"{name} failed at iteration {k}: the ELBO estimate was "
-                        f"non-finite at {s.elbo_fails} evaluations in a row. " + ADVICE
-                    )
-                s.warnings.append(f"The ELBO estimate at iteration {k} was non-finite and skipped.")
-                elbo_k = None
-            else:
-                s.elbo_fails = 0
-                if backoff and len(s.trace) > 1 and s.rule.fell(elbo_k):
-                    s.eta /= 2.0  # the iterates bounce instead of climbing: the step is too large
-                s.cand_elbo = elbo_k
-                s.trace.append((k, elbo_k))
-                if elbo_k > s.best[0]:
-                    s.best = (elbo_k, s.cand, k)
-                s.converged = s.rule.update(elbo_k)
-                rel_mean, rel_med = s.rule.mean_median()
-                if k > 10 * eval_elbo and max(rel_mean, rel_med) > 0.5 and not s.diverging_warned:
-                    s.diverging_warned = True
-                    s.warnings.append(
-                        f"MAY BE DIVERGING... INSPECT ELBO: at iteration {k} the mean / median "
-                        f"relative ELBO change was {rel_mean:.3g} / {rel_med:.3g} (> 0.5)."
-                    )
+            elbo_k = _judge(objective, s, name, eval_elbo, average, backoff, windowed)
             if monitor is not None:
                 monitor(k, objective.mean(s.cand))
         if progress is not None:
@@ -348,6 +271,116 @@ def run(
     if checkpoint is not None:
         checkpoint.finish(stage, result)
     return result
+
+
+def _start(
+    objective, theta0: np.ndarray, eta: float | None, schedule, windowed: bool, *,
+    new_rule: Callable[[float | None], StoppingRule], adapt: tuple[int, int],
+    progress, checkpoint: Checkpointer | None,
+) -> LoopState:  # fmt: skip
+    """The state at iteration 0 of a fresh fit: eta adapted over Stan's grid when not given
+    (`adapt`: its iterations per trial and its seed)."""
+    elbo0 = None if windowed else objective.elbo(theta0)
+    if elbo0 is not None and not np.isfinite(elbo0):
+        raise FitError(objective.cannot_start(theta0) + " " + ADVICE)
+    adapt_used, trials = 0, []
+    if eta is None:
+        start_phase(progress, "step-size adaptation (Stan's eta grid)")
+        eta, adapt_used, trials = adapt_eta(
+            objective, theta0, elbo0, adapt[0], adapt[1], schedule, checkpoint
+        )
+    no_elbo = -np.inf if elbo0 is None else elbo0
+    return LoopState(
+        theta=theta0.copy(),
+        eta=float(eta),
+        eta0=float(eta),
+        steps=schedule(theta0.size),
+        rule=new_rule(elbo0),
+        window_sum=np.zeros_like(theta0),
+        trace=[] if elbo0 is None else [(0, elbo0)],
+        cand=theta0,
+        cand_elbo=no_elbo,
+        best=(no_elbo, theta0, 0),
+        adapt_used=adapt_used,
+        trials=trials,
+    )
+
+
+def _step_back(objective, s: LoopState, name: str) -> None:
+    """No finite gradient at any draw: undo the last step(s) and go on from there with half the
+    step size, or raise once that has failed too often."""
+    s.fails += 1
+    if s.fails > _MAX_CONSECUTIVE_FAILURES or s.halvings >= _MAX_HALVINGS:
+        raise FitError(
+            f"{name} failed at iteration {s.k + 1}: the log density or its gradient was "
+            f"non-finite at all {objective.draws_per_step} draws in {s.fails} consecutive "
+            f"attempts, after halving the step size {s.halvings} times (eta "
+            f"{s.eta0:g} -> {s.eta:.3g}). {objective.where(s.theta)}" + ADVICE
+        )
+    if s.history:
+        s.eta /= 2.0
+        s.halvings += 1
+        s.failed_at.append(s.k)
+        restored = s.history.pop()
+        if s.window_n:
+            s.window_sum += restored - s.theta
+        s.theta = restored
+
+
+def _step(s: LoopState, grad: np.ndarray, name: str) -> None:
+    """One gradient step (shrunk until the parameters stay finite), into the Polyak window."""
+    direction = s.steps.direction(grad)
+    new = s.theta + s.eta * direction
+    while not np.all(np.isfinite(new)) and s.halvings < _MAX_HALVINGS:
+        s.eta /= 2.0  # overflow (e.g. exp(omega)): shrink this step until it is finite
+        s.halvings += 1
+        s.failed_at.append(s.k + 1)
+        new = s.theta + s.eta * direction
+    if not np.all(np.isfinite(new)):
+        raise FitError(
+            f"{name} failed at iteration {s.k + 1}: the variational parameters "
+            f"overflowed even with eta={s.eta:.3g}. " + ADVICE
+        )
+    s.history.append(s.theta)
+    s.theta = new
+    s.k += 1
+    s.window_sum += s.theta
+    s.window_n += 1
+
+
+def _judge(
+    objective, s: LoopState, name: str, eval_elbo: int, average: bool, backoff: bool,
+    windowed: bool,
+) -> float | None:  # fmt: skip
+    """At the end of a window: its ELBO estimate (None if non-finite, raising after a few in a
+    row) fed to the stopping rule, the best iterate, eta's backoff and the divergence warning."""
+    k = s.k
+    elbo_k = _evaluate(objective, s, average, windowed)
+    if not np.isfinite(elbo_k):
+        s.elbo_fails += 1
+        if s.elbo_fails >= _MAX_ELBO_FAILURES:
+            raise FitError(
+                f"{name} failed at iteration {k}: the ELBO estimate was "
+                f"non-finite at {s.elbo_fails} evaluations in a row. " + ADVICE
+            )
+        s.warnings.append(f"The ELBO estimate at iteration {k} was non-finite and skipped.")
+        return None
+    s.elbo_fails = 0
+    if backoff and len(s.trace) > 1 and s.rule.fell(elbo_k):
+        s.eta /= 2.0  # the iterates bounce instead of climbing: the step is too large
+    s.cand_elbo = elbo_k
+    s.trace.append((k, elbo_k))
+    if elbo_k > s.best[0]:
+        s.best = (elbo_k, s.cand, k)
+    s.converged = s.rule.update(elbo_k)
+    rel_mean, rel_med = s.rule.mean_median()
+    if k > 10 * eval_elbo and max(rel_mean, rel_med) > 0.5 and not s.diverging_warned:
+        s.diverging_warned = True
+        s.warnings.append(
+            f"MAY BE DIVERGING... INSPECT ELBO: at iteration {k} the mean / median "
+            f"relative ELBO change was {rel_mean:.3g} / {rel_med:.3g} (> 0.5)."
+        )
+    return elbo_k
 
 
 def _evaluate(objective, s: LoopState, average: bool, windowed: bool) -> float:
