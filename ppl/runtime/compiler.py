@@ -18,8 +18,8 @@ import numpy as np
 from autograd.tracer import isbox
 
 from ppl.errors import FitError, ModelError
-from ppl.ir.graph import Program
 from ppl.ir.passes import ALL, lowered
+from ppl.ir.program import Program
 from ppl.language import ast
 from ppl.language.checker import CheckedProgram, decl_type
 from ppl.language.parser import format_location

@@ -9,13 +9,13 @@ passes=())` runs) the program as written: every loop one index at a time, nothin
 from __future__ import annotations
 
 from ppl.errors import PplError
-from ppl.ir.graph import Program, lower
 from ppl.ir.passes import (
     constant_folding,
     loop_invariants,
     loop_vectorisation,
     sufficient_statistics,
 )
+from ppl.ir.program import Program, lower
 from ppl.language.checker import CheckedProgram
 
 #: name -> pass, in the order they run (folding first: the others leave folded constants alone)

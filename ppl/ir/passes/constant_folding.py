@@ -14,8 +14,9 @@ random draws, user-defined functions, and transformed data (run once anyway).
 
 from __future__ import annotations
 
-from ppl.ir.graph import Program, expr_text
 from ppl.ir.passes.loop_invariants import children, draws, evaluated
+from ppl.ir.program import Program
+from ppl.ir.source_text import expr_text
 from ppl.language import ast
 
 _BLOCKS = ("transformed_parameters", "model", "generated_quantities")

@@ -16,7 +16,8 @@ runs one index at a time, and holds the cache: ppl.runtime.evaluator).
 
 from __future__ import annotations
 
-from ppl.ir.graph import Program, expr_text, walk
+from ppl.ir.program import Program, walk
+from ppl.ir.source_text import expr_text
 from ppl.language import ast
 
 

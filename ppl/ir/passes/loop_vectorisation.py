@@ -13,7 +13,8 @@ the loops marked so.
 
 from __future__ import annotations
 
-from ppl.ir.graph import Program, expr_text, walk
+from ppl.ir.program import Program, walk
+from ppl.ir.source_text import expr_text
 from ppl.language import ast
 from ppl.library.functions import lookup
 

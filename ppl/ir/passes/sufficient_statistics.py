@@ -10,8 +10,9 @@ draws after all.
 
 from __future__ import annotations
 
-from ppl.ir.graph import Program, expr_text, stmt_text
 from ppl.ir.passes.loop_invariants import evaluated
+from ppl.ir.program import Program
+from ppl.ir.source_text import expr_text, stmt_text
 from ppl.language import ast
 from ppl.language.checker import split_dist_call
 from ppl.library.distributions import get_distribution
