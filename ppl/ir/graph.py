@@ -23,8 +23,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ppl.ir.lowering import lower
 from ppl.ir.printers import GraphPrinters
-from ppl.ir.program import Decision, Program, lower
+from ppl.ir.program import Decision, Program
 from ppl.ir.source_text import expr_text, stmt_text, type_text
 from ppl.language import ast
 from ppl.language.checker import CheckedProgram, decl_type
@@ -181,6 +182,8 @@ class _Deps:
     def stmt(self, s, block, ctx, loop_vars):
         # ctx = (condition names, loop-range names, descriptions of the enclosing statements)
         conds, ranges, within = ctx
+        if isinstance(s, ast.TargetInc) and s.marks is not None and s.marks.written is not None:
+            s = s.marks.written  # a lowered `~` on a user-defined density: the factor as written
 
         def clean(names):
             return [n for n in names if n not in loop_vars]

@@ -1,15 +1,14 @@
 """The lowered program: the IR between the checker and the compiler, as stanc3's MIR sits between
 its frontend and backend.
 
-`lower(checked)` gives a `Program`: the checked statements, copied so that this IR owns them, which
-the passes in ppl.ir.passes annotate (a loop's plan, a folded constant, ...) and the compiler runs
-(ppl.runtime.compiler). Each pass records what it decided as a `Decision`, so `ppl ir` shows what
-runs.
+`lower(checked)` (ppl.ir.lowering) gives a `Program`: the checked statements, copied so that this
+IR owns them and lowered, which the passes in ppl.ir.passes mark (a loop's plan, a folded
+constant, ...: the declared records of ppl.ir.marks) and the compiler runs (ppl.runtime.compiler).
+Each pass records what it decided as a `Decision`, so `ppl ir` shows what runs.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -69,44 +68,3 @@ def walk(s: ast.Stmt) -> Iterator[ast.Stmt]:
         yield from walk(s.then)
         if s.otherwise is not None:
             yield from walk(s.otherwise)
-
-
-def lower(checked: CheckedProgram) -> Program:
-    """The checked program as an IR of its own: a copy of its statements without any state a run
-    cached on them, so that passes can annotate it and other lowerings stay unaffected."""
-    return Program(checked, _copy_tree(checked.program, {}))
-
-
-_TREE_MODULES = ("ppl.language.ast", "ppl.language.user_functions")
-
-
-def _copy_tree(node, memo: dict):
-    """A copy of the syntax tree (nodes, their lists and dicts, function signatures), leaving out
-    what the evaluator caches on nodes (`_fn` closures, loop plans: names with `_`) and sharing
-    everything else (types, numbers, strings). One frame per level, not copy.deepcopy's five: a
-    program of 100 nested `if`s stays within Python's recursion limit."""
-    if id(node) in memo:
-        return memo[id(node)]
-    if isinstance(node, list):
-        new = memo[id(node)] = []
-        for item in node:
-            new.append(_copy_tree(item, memo))
-        return new
-    if isinstance(node, tuple):
-        return tuple([_copy_tree(item, memo) for item in node])
-    if isinstance(node, dict):
-        new = memo[id(node)] = {}
-        for key, item in node.items():
-            new[key] = _copy_tree(item, memo)
-        return new
-    if type(node).__module__ not in _TREE_MODULES or not hasattr(node, "__dict__"):
-        return node
-    new = memo[id(node)] = copy.copy(node)
-    for key, item in list(vars(node).items()):
-        if key.startswith("_"):
-            del new.__dict__[key]
-        else:
-            new.__dict__[key] = _copy_tree(item, memo)
-    return new
-
-

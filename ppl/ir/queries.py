@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ppl.ir.program import Program
 from ppl.language import ast
+from ppl.language.checker import decl_type
 
 
 def _mentions(stmts: list[ast.Stmt]) -> list[str]:
@@ -40,3 +41,36 @@ def normal_scale_priors(program: Program) -> list[tuple[str, str]]:
         if isinstance(mu, ast.Num) and mu.value == 0 and uses.get(scale.name) == 1:
             out.append((scale.name, x.name))
     return out
+
+
+def declared_ranks(tree: ast.Program) -> dict[str, int | None]:
+    """The type rank of every name a program declares (None if two declarations disagree); loop
+    indices are int scalars, foreach variables of no known rank. An `if` on parameters runs its
+    branches on the draws that take them by these ranks (ppl.runtime)."""
+    ranks: dict[str, int | None] = {}
+
+    def note(name, rank):
+        ranks[name] = rank if ranks.get(name, rank) == rank else None
+
+    blocks = ("data", "transformed_data", "parameters", "transformed_parameters", "model",
+              "generated_quantities")  # fmt: skip
+    stack = [s for name in blocks for s in getattr(tree, name, None) or []]
+    while stack:
+        st = stack.pop()
+        if isinstance(st, ast.Decl):
+            note(st.name, decl_type(st.spec).ndim)
+        elif isinstance(st, ast.Block):
+            stack.extend(st.stmts)
+        elif isinstance(st, ast.For):
+            note(st.var, 0)
+            stack.append(st.body)
+        elif isinstance(st, ast.ForEach):
+            note(st.var, None)
+            stack.append(st.body)
+        elif isinstance(st, ast.While):
+            stack.append(st.body)
+        elif isinstance(st, ast.If):
+            stack.append(st.then)
+            if st.otherwise is not None:
+                stack.append(st.otherwise)
+    return ranks

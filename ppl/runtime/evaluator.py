@@ -16,8 +16,10 @@ from autograd.extend import defvjp_argnum, defvjp_argnums, primitive
 from autograd.numpy.numpy_vjps import unbroadcast
 
 from ppl.errors import ModelError
+from ppl.ir.marks import compiled_of
 from ppl.ir.passes.loop_invariants import marked as marked_invariants
 from ppl.ir.passes.loop_vectorisation import private_variables, reduction_increment, reductions
+from ppl.ir.queries import declared_ranks
 from ppl.language import ast
 from ppl.language.checker import split_dist_call
 from ppl.language.parser import format_location
@@ -32,7 +34,6 @@ from ppl.language.types import (
 )
 from ppl.library.distributions import get_distribution
 from ppl.library.distributions.base import where
-from ppl.library.distributions.truncated import truncated
 from ppl.library.functions import CONSTANTS, lookup, matmul
 from ppl.library.ode import SOLVERS
 from ppl.library.printing import format_value, print_statement
@@ -583,10 +584,9 @@ def _is_float_array(x) -> bool:
 
 def _stmt_fn(s: ast.Stmt):
     """The compiled statement, with the error handling of `Evaluator.stmt`."""
-    try:
-        return s.__dict__["_run"]
-    except KeyError:
-        pass
+    compiled = compiled_of(s)
+    if compiled.run is not None:
+        return compiled.run
     body = _stmt_body(s)
     compound = isinstance(s, _COMPOUND)
 
@@ -606,18 +606,15 @@ def _stmt_fn(s: ast.Stmt):
                 raise Rejected(f"{ev.error(s, _describe(e))}") from None
             raise ev.error(s, f"cannot evaluate this statement: {_describe(e)}") from None
 
-    s.__dict__["_run"] = run
+    compiled.run = run
     return run
 
 
 def _stmt_body(s: ast.Stmt):
-    try:
-        return s.__dict__["_body"]
-    except KeyError:
-        pass
-    fn = _compile_stmt(s)
-    s.__dict__["_body"] = fn
-    return fn
+    compiled = compiled_of(s)
+    if compiled.body is None:
+        compiled.body = _compile_stmt(s)
+    return compiled.body
 
 
 def _compile_stmt(s: ast.Stmt):
@@ -880,44 +877,11 @@ def _merge_draws(full, before, after, rank: int, sel, n_draws: int):
 
 
 def _program_ranks(program: ast.Program) -> dict[str, int | None]:
-    """Type rank of every name a program declares (None if two declarations disagree); loop
-    indices are int scalars. Kept on the program: built once."""
-    try:
-        return program.__dict__["_ranks"]
-    except KeyError:
-        pass
-    ranks: dict[str, int | None] = {}
-
-    def note(name, rank):
-        ranks[name] = rank if ranks.get(name, rank) == rank else None
-
-    stack = [s for block in _program_blocks(program) for s in block]
-    while stack:
-        st = stack.pop()
-        if isinstance(st, ast.Decl):
-            note(st.name, _decl_stype(st).ndim)
-        elif isinstance(st, ast.Block):
-            stack.extend(st.stmts)
-        elif isinstance(st, ast.For):
-            note(st.var, 0)
-            stack.append(st.body)
-        elif isinstance(st, ast.ForEach):
-            note(st.var, None)
-            stack.append(st.body)
-        elif isinstance(st, ast.While):
-            stack.append(st.body)
-        elif isinstance(st, ast.If):
-            stack.append(st.then)
-            if st.otherwise is not None:
-                stack.append(st.otherwise)
-    program.__dict__["_ranks"] = ranks
-    return ranks
-
-
-def _program_blocks(program: ast.Program) -> list[list]:
-    names = ("data", "transformed_data", "parameters", "transformed_parameters", "model",
-             "generated_quantities")  # fmt: skip
-    return [getattr(program, n, None) or [] for n in names]
+    """ppl.ir.queries.declared_ranks, kept with the program: built once."""
+    compiled = compiled_of(program)
+    if compiled.ranks is None:
+        compiled.ranks = declared_ranks(program)
+    return compiled.ranks
 
 
 def _private_copy(ev, value, stype: SType, loop: ast.For):
@@ -1040,13 +1004,15 @@ def _compile_for(s: ast.For):
     for e, inner, mapped in invariants:
         if mapped and _fusable_op(e):
             continue  # a scalar kernel computes it within the one node of its recurrence step
-        if "_fn" not in e.__dict__:
-            e.__dict__["_memo_loop"] = True
-            e.__dict__["_fn"] = _memoised(e, s, inner, mapped)
+        compiled = compiled_of(e)
+        if compiled.value is None:
+            compiled.memo_loop = True
+            compiled.value = _memoised(e, s, inner, mapped)
     body = _stmt_fn(s.body)
     var = s.var
     jumps = _has_jump(s.body)
     local_types = _local_type_ndims(s.body)
+    vectorise = s.marks is not None and s.marks.vectorise  # ppl.ir.passes.loop_vectorisation
 
     def run(ev):
         lo = ev.int_value(lo_fn(ev), s.lo)
@@ -1060,7 +1026,7 @@ def _compile_for(s: ast.For):
             and ev._loop_axis < _MAX_LOOP_AXES
             and s not in ev.devectorised
             and hi - lo >= 1
-            and s.__dict__.get("vectorise", False)  # ppl.ir.passes.loop_vectorisation
+            and vectorise
         ):
             over = over_budget(f"the {hi - lo + 1} row indexes of this loop", hi - lo + 1)
             if over:
@@ -1336,12 +1302,9 @@ def _aligned_density(dist, ndims, events, elementwise: bool = False):
 
 
 def _compile_tilde(s: ast.Tilde):
-    if getattr(s, "user_function", None) is not None:
-        return _compile_target(user_calls.tilde_as_target(s))
-    dist = get_distribution(s.dist)
-    arg_exprs = s.args
-    if s.truncation is not None:  # T[L, U]: the bounds become arguments of a wrapping density
-        dist, arg_exprs = truncated(dist, s.args, s.truncation)
+    """A `~` on a built-in density, as lowered (ppl.ir.lowering): its density, its arguments."""
+    marks = s.marks
+    dist, arg_exprs = marks.density, marks.density_args
     lhs_fn = _expr_fn(s.lhs)
     arg_fns = [_expr_fn(a) for a in arg_exprs]
     vtype = s.lhs.type
@@ -1349,7 +1312,7 @@ def _compile_tilde(s: ast.Tilde):
     cache = []
     ndims = [vtype.ndim] + [t.ndim for t in types]
     events = [dist.value_ndim] + list(dist.param_ndims)
-    sufficient = s.__dict__.get("sufficient_statistics", False)
+    sufficient = marks.sufficient_statistics
 
     def tilde(ev):
         value = lhs_fn(ev)
@@ -1403,17 +1366,14 @@ def _compile_target(s: ast.TargetInc):
 
 
 def _expr_fn(e: ast.Expr):
-    try:
-        return e.__dict__["_fn"]
-    except KeyError:
-        pass
-    fn = _compile_expr(e)
-    e.__dict__["_fn"] = fn
-    return fn
+    compiled = compiled_of(e)
+    if compiled.value is None:
+        compiled.value = _compile_expr(e)
+    return compiled.value
 
 
 def _compile_expr(e: ast.Expr):
-    names = e.__dict__.get("constant")  # ppl.ir.passes.constant_folding
+    names = e.marks.constant if e.marks is not None else None  # ppl.ir.passes.constant_folding
     if names is not None:
         return _compile_constant(_compile_value(e), names)
     return _compile_value(e)
@@ -1754,7 +1714,7 @@ def _compile_call(e: ast.Call):
                 cache.append(
                     _density(dist, [t.ndim for t in types],
                              [dist.value_ndim] + list(dist.param_ndims),
-                             e.__dict__.get("sufficient_statistics", False))
+                             e.marks is not None and e.marks.sufficient_statistics)
                 )  # fmt: skip
             return cache[0](args)
 
@@ -1855,13 +1815,12 @@ def _type_shape(value, t: SType) -> tuple[int, ...]:
 
 
 def _decl_stype(d: ast.Decl) -> SType:
-    try:
-        return d.__dict__["_stype"]
-    except KeyError:
+    compiled = compiled_of(d)
+    if compiled.stype is None:
         from ppl.language.checker import decl_type
 
-        stype = d.__dict__["_stype"] = decl_type(d.spec)
-        return stype
+        compiled.stype = decl_type(d.spec)
+    return compiled.stype
 
 
 def _describe(e: Exception) -> str:
@@ -1886,7 +1845,9 @@ _RAW = {np.exp: onp.exp, np.log: onp.log, np.sqrt: onp.sqrt, np.square: onp.squa
 
 
 def _fusable_op(e) -> bool:
-    if "_memo_loop" in e.__dict__ or "constant" in e.__dict__:
+    if (e.compiled is not None and e.compiled.memo_loop) or (
+        e.marks is not None and e.marks.constant is not None
+    ):
         return False  # a loop invariant: a leaf computed once, not an operation redone per run
     t = getattr(e, "type", None)
     if t is None or t.base != "real" or t.ndim:

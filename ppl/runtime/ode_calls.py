@@ -95,6 +95,10 @@ _BRANCHES = (ast.If, ast.While, ast.Ternary, ast.Reject, ast.Print, ast.Break, a
 _DECISIONS = {"<", ">", "<=", ">=", "==", "!=", "&&", "||"}
 
 
+#: a node's fields that hold no nodes of its own: the checker's and the IR's annotations
+_NOT_CHILDREN = ("type", "user_function", "marks", "compiled")
+
+
 def straight_line(fdef: ast.FunctionDef, seen: frozenset = frozenset()) -> bool:
     """Whether a user function (and every user function it calls) computes the same operations
     whatever its arguments' values: no branch, comparison or early exit, so that a tape recorded
@@ -117,5 +121,6 @@ def straight_line(fdef: ast.FunctionDef, seen: frozenset = frozenset()) -> bool:
         called = getattr(node, "user_function", None) if isinstance(node, ast.Call) else None
         if called is not None and not straight_line(called.definition, seen):
             return False
-        stack.extend(getattr(node, f.name) for f in dataclasses.fields(node))
+        stack.extend(getattr(node, f.name) for f in dataclasses.fields(node)
+                     if f.name not in _NOT_CHILDREN)  # fmt: skip
     return True

@@ -10,6 +10,7 @@ rows, changing the target) reruns that loop one index at a time (the evaluator's
 from __future__ import annotations
 
 from ppl.errors import ModelError
+from ppl.ir.marks import compiled_of
 from ppl.language import ast
 
 #: calls nest at most this deep (recursion): deeper is an error at the call, not a crash
@@ -109,10 +110,10 @@ def invoke(ev, e: ast.Expr, fdef: ast.FunctionDef, args: list, stmt_fn, errors):
 
 
 def _body_fns(fdef: ast.FunctionDef, stmt_fn) -> list:
-    fns = fdef.__dict__.get("_body_fns")
-    if fns is None:  # compiled at the first call: a recursive body names itself
-        fns = fdef.__dict__["_body_fns"] = [stmt_fn(s) for s in fdef.body.stmts]
-    return fns
+    compiled = compiled_of(fdef)
+    if compiled.statements is None:  # compiled at the first call: a recursive body names itself
+        compiled.statements = [stmt_fn(s) for s in fdef.body.stmts]
+    return compiled.statements
 
 
 def _as_real(v):
@@ -122,12 +123,3 @@ def _as_real(v):
     if dtype is not None and dtype.kind in "iub":
         return v.astype(float)
     return v
-
-
-def tilde_as_target(s: ast.Tilde) -> ast.TargetInc:
-    """`y ~ foo(a, b)` on a user density: `target += foo_lpdf(y | a, b)`."""
-    sig = s.user_function
-    call = ast.Call(s.pos, name=sig.name, args=[s.lhs] + list(s.args), conditional=True)
-    call.type = s.lhs.type.__class__("real")
-    call.user_function = sig
-    return ast.TargetInc(s.pos, call)
