@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from ppl.data.specs import read_data
-from ppl.ir.graph import Graph, build_graph, expr_text
+from ppl.ir.graph import Graph, build_graph
+from ppl.ir.source_text import expr_text
 from ppl.language.checker import check
 from ppl.language.frontend import load_model
 from ppl.language.parser import parse

@@ -156,12 +156,12 @@ model {
     assert by_pass["loop_invariants"] == ["7: for (t): computed once across its iterations: exp(a)"]
     assert by_pass["sufficient_statistics"] == ["13: w ~ multi_normal(m, S): N, mean, Y'Y once"]
     loops = [s for s in program.ast.model if s.__class__.__name__ == "For"]
-    assert [s.__dict__["vectorise"] for s in loops] == [False, True]
+    assert [s.marks.vectorise for s in loops] == [False, True]
     # no passes: nothing marked, nothing recorded; the checked program itself is never marked
     written = lowered(program.checked, ())
     assert written.decisions == [] and written.passes == ()
-    assert all("vectorise" not in s.__dict__ for s in written.ast.model)
-    assert all("vectorise" not in s.__dict__ for s in program.checked.program.model)
+    assert all(s.marks is None or not s.marks.vectorise for s in written.ast.model)
+    assert all(s.marks is None for s in program.checked.program.model)
 
 
 def test_the_graph_names_the_statements_the_compiled_model_runs():

@@ -1,13 +1,13 @@
 """The data block's variables as data specs: what `ppl.data.files` reads and checks, from the
-checked
-program (names, base types, dimensions and bounds, given as numbers, data names or expressions of
-earlier data)."""
+lowered program (names, base types, dimensions and bounds, given as numbers, data names or
+expressions of earlier data, which the evaluator computes on the lowered program's own nodes)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ppl.data.files import CONSTRAINT_TEXT, DataSpec, load_data
+from ppl.ir.passes import lowered
 from ppl.language import ast
 from ppl.language.checker import CheckedProgram, decl_type
 from ppl.runtime.evaluator import Evaluator
@@ -39,7 +39,8 @@ def _bound(e: ast.Expr | None, program: ast.Program):
 
 
 def data_specs(checked: CheckedProgram) -> list[DataSpec]:
-    program = checked.program
+    """One spec per data-block variable, in declaration order."""
+    program = lowered(checked, ()).ast
     lines = program.source.splitlines()
     specs = []
     names: set[str] = set()

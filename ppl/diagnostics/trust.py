@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ppl.errors import FitError, ModelError
-from ppl.language import ast
+from ppl.ir.queries import unmentioned_parameters
 
 #: An ELBO below this is no fit: e^(-10^15) is no probability a model of real data assigns.
 ELBO_FLOOR = -1e15
@@ -32,16 +32,14 @@ ROUNDING = 16 * np.finfo(float).eps
 def refuse_improper(model) -> None:
     """A parameter on an unbounded support that no statement of the transformed parameters or
     the model mentions has a flat, improper posterior (Stan would report divergences)."""
-    program = model.program
-    used = {e.name for e in ast.iter_exprs(program.transformed_parameters + program.model)
-            if isinstance(e, ast.Var)}  # fmt: skip
+    unmentioned = unmentioned_parameters(model.ir)
     flat = [lat for lat in model.latents
-            if lat.name not in used and not lat.binary and not lat.hyper
+            if lat.name in unmentioned and not lat.binary and not lat.hyper
             and lat.support not in COMPACT]  # fmt: skip
     if flat:
         names = ", ".join(f"'{lat.name}' (line {lat.decl.pos.line})" for lat in flat)
         raise ModelError(
-            f"{program.filename}: improper posterior: parameter(s) {names} appear in no "
+            f"{model.program.filename}: improper posterior: parameter(s) {names} appear in no "
             "statement of the model or transformed parameters, so their posterior is flat over "
             "an unbounded range and has no mean to approximate; give each a prior"
         )

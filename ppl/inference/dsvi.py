@@ -201,30 +201,15 @@ def closed_forms(model) -> list[ClosedForm]:
     """The hyperparameters with a closed-form optimum: `x ~ normal(0, ell)`, ell declared
     `<lower=0>` in `hyperparameters` and used in no other statement, x an unbounded parameter
     with as many elements as ell (or ell a scalar)."""
-    from ppl.language import ast
+    from ppl.ir.queries import normal_scale_priors
 
     latents = {lat.name: lat for lat in model.latents}
-    program = model.program  # the statements the log joint runs
-    uses: dict[str, int] = {}
-    for block in (program.transformed_parameters, program.model, program.generated_quantities):
-        for e in ast.iter_exprs(block):
-            if isinstance(e, ast.Var):
-                uses[e.name] = uses.get(e.name, 0) + 1
     out = []
-    for s in program.model:
-        if not (isinstance(s, ast.Tilde) and s.dist.lower() == "normal" and len(s.args) == 2):
-            continue
-        x, mu, ell = s.lhs, s.args[0], s.args[1]
-        if not (isinstance(x, ast.Var) and isinstance(ell, ast.Var)):
-            continue
-        if not (isinstance(mu, ast.Num) and mu.value == 0):
-            continue
-        lx, lh = latents.get(x.name), latents.get(ell.name)
+    for scale, x in normal_scale_priors(model.ir):
+        lx, lh = latents.get(x), latents.get(scale)
         if lx is None or lh is None or lx.hyper or not lh.hyper or lx.kind != "identity":
             continue
-        if lh.support != "positive" or uses.get(ell.name) != 1:
-            continue
-        if lh.size not in (1, lx.size):
+        if lh.support != "positive" or lh.size not in (1, lx.size):
             continue
         cols = np.arange(lh.offset, lh.offset + lh.size)
         out.append(ClosedForm(cols, np.arange(lx.offset, lx.offset + lx.size)))

@@ -20,7 +20,7 @@ import numpy as np
 from autograd import make_vjp
 
 from ppl.inference.blankets import Blankets, TermLayoutError
-from ppl.runtime.evaluator import NeedsPerSample
+from ppl.runtime.signals import NeedsPerSample
 
 #: The score-function estimators: plain, Rao-Blackwellised, Rao-Blackwellised + control variates.
 ESTIMATORS = ("naive", "rb", "rb+cv")

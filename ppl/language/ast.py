@@ -1,9 +1,10 @@
-"""The abstract syntax tree the parser builds and the checker annotates.
+"""The abstract syntax tree the parser builds, the checker annotates and ppl.ir lowers.
 
-Expression nodes get a `type` attribute (a `ppl.language.types.SType`) from the checker; the
-compiler
-relies on
-it to know how many trailing axes of a runtime array are the value's own.
+Every attribute a node carries is a declared field. Those no constructor takes are filled later:
+an expression's `type` (a `ppl.language.types.SType`) and a call's or `~`'s `user_function` by the
+checker (the compiler relies on the type to know how many trailing axes of a runtime array are the
+value's own); `marks` (a `ppl.ir.marks.Marks`: the lowering's and the passes' decisions) and
+`compiled` (a `ppl.ir.marks.Compiled`: the backend's closures) on the lowered program's nodes.
 """
 
 from __future__ import annotations
@@ -21,12 +22,17 @@ class Pos:
 # ---- expressions ---------------------------------------------------------------------------------
 
 
+def _later() -> Any:
+    """A field no constructor takes, None until a later stage fills it."""
+    return field(default=None, init=False, repr=False)
+
+
 @dataclass(eq=False)
 class Expr:
     pos: Pos = field(repr=False)
-
-    def __post_init__(self) -> None:
-        self.type: Any = None
+    type: Any = _later()  # the checker's SType
+    marks: Any = _later()  # ppl.ir.marks.Marks
+    compiled: Any = _later()  # ppl.ir.marks.Compiled
 
 
 @dataclass(eq=False)
@@ -49,6 +55,7 @@ class Call(Expr):
     name: str = ""
     args: list[Expr] = field(default_factory=list)
     conditional: bool = False  # written `f(y | theta)`
+    user_function: Any = _later()  # the checker's Signature of a user-defined function
 
 
 @dataclass(eq=False)
@@ -110,6 +117,8 @@ class TypeSpec:
 @dataclass(eq=False)
 class Stmt:
     pos: Pos = field(repr=False)
+    marks: Any = _later()  # ppl.ir.marks.Marks
+    compiled: Any = _later()  # ppl.ir.marks.Compiled
 
 
 @dataclass(eq=False)
@@ -133,6 +142,7 @@ class Tilde(Stmt):
     dist: str = ""
     args: list[Expr] = field(default_factory=list)
     truncation: tuple[Expr | None, Expr | None] | None = None
+    user_function: Any = _later()  # the checker's Signature of a user-defined density
 
 
 @dataclass(eq=False)
@@ -231,6 +241,7 @@ class Program:
     transformed_parameters: list[Stmt] = field(default_factory=list)
     model: list[Stmt] = field(default_factory=list)
     generated_quantities: list[Stmt] = field(default_factory=list)
+    compiled: Any = _later()  # ppl.ir.marks.Compiled
 
 
 def iter_exprs(node: Any):

@@ -1,6 +1,5 @@
-"""Lowered program (ppl.ir.graph, after ppl.ir.passes) + data -> a compiled model: an autograd log
-joint over
-the unconstrained latents.
+"""Lowered program (ppl.ir.lowering, after ppl.ir.passes) + data -> a compiled model: an autograd
+log joint over the unconstrained latents.
 
 `CompiledModel.log_joint(zeta)` takes an (S, D) array of S unconstrained draws and returns the S
 log joint densities, log-Jacobians of the constraining transforms included. The same code, run
@@ -18,14 +17,16 @@ import numpy as np
 from autograd.tracer import isbox
 
 from ppl.errors import FitError, ModelError
-from ppl.ir.graph import Program
 from ppl.ir.passes import ALL, lowered
+from ppl.ir.program import Program
 from ppl.language import ast
 from ppl.language.checker import CheckedProgram, decl_type
 from ppl.language.parser import format_location
 from ppl.language.types import SType, fast_ndim, fast_shape, sum_to_batch0
 from ppl.library.transforms import Identity, LowerBound, make_transform, transform_kind
-from ppl.runtime.evaluator import Devectorise, ElementList, Evaluator, NeedsPerSample, Rejected
+from ppl.runtime.evaluator import Evaluator
+from ppl.runtime.signals import Devectorise, NeedsPerSample, Rejected
+from ppl.runtime.values import ElementList
 
 #: Draws x data rows in one value-only log-joint call: a larger call only moves more memory
 #: (a 200,000-row logistic regression's PSIS check: 4.5 s in calls of 200 draws, 1.5 s in 20)

@@ -17,11 +17,11 @@ from ppl.language import ast
 from ppl.language.types import fast_ndim, fast_shape
 from ppl.library.ode import DEFAULT_TOLERANCES, SOLVERS, Problem, solve
 from ppl.runtime import user_calls
+from ppl.runtime.signals import Devectorise
 
 
-def compile_ode_call(e: ast.Call, arg_fns: list, stmt_fn, errors):
+def compile_ode_call(e: ast.Call, arg_fns: list):
     solver = SOLVERS[e.name]
-    devectorise = errors[0]
     fdef = e.user_function.definition
     args = e.args[1:]
     fns = arg_fns[1:]
@@ -37,7 +37,7 @@ def compile_ode_call(e: ast.Call, arg_fns: list, stmt_fn, errors):
 
     def ode(ev):
         if ev.in_vector_loop:
-            raise devectorise(ev._current_loop)
+            raise Devectorise(ev._current_loop)
         y0, t0, ts = (f(ev) for f in fns[:3])
         extras = [fns[i](ev) for i in extra]
         tol = [f(ev) for f in tol_fns] or DEFAULT_TOLERANCES
@@ -78,7 +78,7 @@ def compile_ode_call(e: ast.Call, arg_fns: list, stmt_fn, errors):
                     # (ppl.library.ode)
                     values.append(anp.reshape(rows, (len(rows),) + shape))
                     start += size
-            return user_calls.invoke(ev, e, fdef, [t, y] + values, stmt_fn, errors)
+            return user_calls.invoke(ev, e, fdef, [t, y] + values)
 
         problem = Problem(rhs, n, float(np.asarray(t0)), ts, solver.method, rtol, atol,
                           max_steps, tapeable=tapeable)  # fmt: skip
@@ -93,6 +93,10 @@ def compile_ode_call(e: ast.Call, arg_fns: list, stmt_fn, errors):
 
 _BRANCHES = (ast.If, ast.While, ast.Ternary, ast.Reject, ast.Print, ast.Break, ast.Continue)
 _DECISIONS = {"<", ">", "<=", ">=", "==", "!=", "&&", "||"}
+
+
+#: a node's fields that hold no nodes of its own: the checker's and the IR's annotations
+_NOT_CHILDREN = ("type", "user_function", "marks", "compiled")
 
 
 def straight_line(fdef: ast.FunctionDef, seen: frozenset = frozenset()) -> bool:
@@ -117,5 +121,6 @@ def straight_line(fdef: ast.FunctionDef, seen: frozenset = frozenset()) -> bool:
         called = getattr(node, "user_function", None) if isinstance(node, ast.Call) else None
         if called is not None and not straight_line(called.definition, seen):
             return False
-        stack.extend(getattr(node, f.name) for f in dataclasses.fields(node))
+        stack.extend(getattr(node, f.name) for f in dataclasses.fields(node)
+                     if f.name not in _NOT_CHILDREN)  # fmt: skip
     return True

@@ -4,13 +4,15 @@ draw axes) and autograd differentiates through it like any other statement.
 
 A call inside a vectorised loop gets arguments with the loop's row axis as an extra batch axis;
 anything the body cannot do on such rows (a branch, a size or a loop bound that differs between
-rows, changing the target) reruns that loop one index at a time (the evaluator's Devectorise).
+rows, changing the target) reruns that loop one index at a time (Devectorise).
 """
 
 from __future__ import annotations
 
 from ppl.errors import ModelError
+from ppl.ir.marks import compiled_of
 from ppl.language import ast
+from ppl.runtime.signals import Devectorise, NeedsPerSample
 
 #: calls nest at most this deep (recursion): deeper is an error at the call, not a crash
 MAX_DEPTH = 100
@@ -52,25 +54,24 @@ def compile_return(s: ast.Return, expr_fn):
     return return_value
 
 
-def compile_call(e: ast.Expr, fdef: ast.FunctionDef, arg_fns: list, stmt_fn, errors):
-    """The closure for a call site; `errors` = (Devectorise, NeedsPerSample) of the evaluator."""
+def compile_call(e: ast.Expr, fdef: ast.FunctionDef, arg_fns: list):
+    """The closure for a call site."""
 
     def call(ev):
-        return invoke(ev, e, fdef, [f(ev) for f in arg_fns], stmt_fn, errors)
+        return invoke(ev, e, fdef, [f(ev) for f in arg_fns])
 
     return call
 
 
-def invoke(ev, e: ast.Expr, fdef: ast.FunctionDef, args: list, stmt_fn, errors):
+def invoke(ev, e: ast.Expr, fdef: ast.FunctionDef, args: list):
     """Run `fdef` on evaluated arguments; errors are located at the call `e` or in the body."""
-    devectorise, needs_per_sample = errors
     outer_loop = ev._current_loop if ev.in_vector_loop else None
     changes_target = fdef.name.endswith("_lp")
     if outer_loop is not None and changes_target:
-        raise devectorise(outer_loop)
+        raise Devectorise(outer_loop)
     if changes_target and ev.terms is not None:
         # per-statement terms (BBVI's blankets) do not reach inside
-        raise needs_per_sample(f"the _lp function '{fdef.name}' changes the target")
+        raise NeedsPerSample(f"the _lp function '{fdef.name}' changes the target")
     if ev.call_depth >= MAX_DEPTH:
         raise ev.error(e, f"'{fdef.name}' calls nest deeper than {MAX_DEPTH} (runaway recursion?)")
     env = {}
@@ -86,16 +87,16 @@ def invoke(ev, e: ast.Expr, fdef: ast.FunctionDef, args: list, stmt_fn, errors):
         ev.vectorise = False  # the body's loops would take the caller's row axis
     value = None
     try:
-        for f in _body_fns(fdef, stmt_fn):
+        for f in _body_fns(fdef, ev.compiled):
             f(ev)
     except FunctionReturn as r:
         value = r.value
     except RecursionError:
         raise ev.error(e, f"'{fdef.name}' recursed deeper than Python allows") from None
-    except (needs_per_sample, ModelError, ValueError, IndexError, TypeError, ArithmeticError):
+    except (NeedsPerSample, ModelError, ValueError, IndexError, TypeError, ArithmeticError):
         if outer_loop is None:
             raise
-        raise devectorise(outer_loop) from None
+        raise Devectorise(outer_loop) from None
     finally:
         ev.env, ev.vectorise = saved_env, saved_vectorise
         ev.call_depth -= 1
@@ -108,11 +109,11 @@ def invoke(ev, e: ast.Expr, fdef: ast.FunctionDef, args: list, stmt_fn, errors):
     return value if fdef.return_type.endswith("int") else _as_real(value)
 
 
-def _body_fns(fdef: ast.FunctionDef, stmt_fn) -> list:
-    fns = fdef.__dict__.get("_body_fns")
-    if fns is None:  # compiled at the first call: a recursive body names itself
-        fns = fdef.__dict__["_body_fns"] = [stmt_fn(s) for s in fdef.body.stmts]
-    return fns
+def _body_fns(fdef: ast.FunctionDef, compiled) -> list:
+    record = compiled_of(fdef)
+    if record.statements is None:  # compiled at the first call: a recursive body names itself
+        record.statements = [compiled(s) for s in fdef.body.stmts]
+    return record.statements
 
 
 def _as_real(v):
@@ -122,12 +123,3 @@ def _as_real(v):
     if dtype is not None and dtype.kind in "iub":
         return v.astype(float)
     return v
-
-
-def tilde_as_target(s: ast.Tilde) -> ast.TargetInc:
-    """`y ~ foo(a, b)` on a user density: `target += foo_lpdf(y | a, b)`."""
-    sig = s.user_function
-    call = ast.Call(s.pos, name=sig.name, args=[s.lhs] + list(s.args), conditional=True)
-    call.type = s.lhs.type.__class__("real")
-    call.user_function = sig
-    return ast.TargetInc(s.pos, call)

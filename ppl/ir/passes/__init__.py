@@ -9,13 +9,14 @@ passes=())` runs) the program as written: every loop one index at a time, nothin
 from __future__ import annotations
 
 from ppl.errors import PplError
-from ppl.ir.graph import Program, lower
+from ppl.ir.lowering import lower
 from ppl.ir.passes import (
     constant_folding,
     loop_invariants,
     loop_vectorisation,
     sufficient_statistics,
 )
+from ppl.ir.program import Program
 from ppl.language.checker import CheckedProgram
 
 #: name -> pass, in the order they run (folding first: the others leave folded constants alone)

@@ -14,8 +14,10 @@ random draws, user-defined functions, and transformed data (run once anyway).
 
 from __future__ import annotations
 
-from ppl.ir.graph import Program, expr_text
+from ppl.ir.marks import marks_of
 from ppl.ir.passes.loop_invariants import children, draws, evaluated
+from ppl.ir.program import Program
+from ppl.ir.source_text import expr_text
 from ppl.language import ast
 
 _BLOCKS = ("transformed_parameters", "model", "generated_quantities")
@@ -35,7 +37,7 @@ def _fold(e: ast.Expr | None, data: set[str], program: Program) -> None:
         return
     names = {x.name for x in ast.iter_exprs(e) if isinstance(x, ast.Var)}
     if _foldable(e, names, data):
-        e.__dict__["constant"] = tuple(sorted(names))
+        marks_of(e).constant = tuple(sorted(names))
         program.decide("constant_folding", e, f"{expr_text(e)}: computed once (no parameters)")
         return
     for child in children(e):
@@ -52,7 +54,7 @@ def _foldable(e: ast.Expr, names: set[str], data: set[str]) -> bool:
         and names <= data
         and not draws(e)
         and not any(
-            isinstance(x, ast.Call) and getattr(x, "user_function", None) is not None
+            isinstance(x, ast.Call) and x.user_function is not None
             for x in ast.iter_exprs(e)
         )
     )

@@ -16,7 +16,9 @@ runs one index at a time, and holds the cache: ppl.runtime.evaluator).
 
 from __future__ import annotations
 
-from ppl.ir.graph import Program, expr_text, walk
+from ppl.ir.marks import marks_of
+from ppl.ir.program import Program, walk
+from ppl.ir.source_text import expr_text
 from ppl.language import ast
 
 
@@ -24,8 +26,9 @@ def run(program: Program) -> None:
     for _, s in program.statements():
         if isinstance(s, ast.For):
             found = invariant_expressions(s)
-            s.__dict__["invariants"] = _Kept(found)
-            if found and not s.__dict__.get("vectorise"):
+            marks = marks_of(s)
+            marks.invariants = found
+            if found and not marks.vectorise:
                 kept = ", ".join(expr_text(e) for e, _, _ in found[:3])
                 more = f" (+{len(found) - 3} more)" if len(found) > 3 else ""
                 program.decide("loop_invariants", s, f"for ({s.var}): computed once across its "
@@ -34,8 +37,8 @@ def run(program: Program) -> None:
 
 def marked(loop: ast.For) -> list[tuple[ast.Expr, tuple[str, ...], bool]]:
     """The invariant expressions `run` marked on the loop (none when the pass did not run)."""
-    kept = loop.__dict__.get("invariants")
-    return kept.found if kept is not None else []
+    marks = loop.marks
+    return marks.invariants if marks is not None and marks.invariants is not None else []
 
 
 def invariant_expressions(loop: ast.For) -> list[tuple[ast.Expr, tuple[str, ...], bool]]:
@@ -43,21 +46,10 @@ def invariant_expressions(loop: ast.For) -> list[tuple[ast.Expr, tuple[str, ...]
     loop only through its own index (`normal_lpdf(y[t] | mu[k], 1)`: computed for every index at
     once, as a vectorised loop would, then read per iteration), each with the inner-loop indexes it
     reads (the cache is keyed by their values) and whether it depends on the index."""
-    try:
-        return loop.__dict__["_invariants"].found
-    except KeyError:
-        pass
-    kept = loop.__dict__["_invariants"] = _Kept(_find(loop))
-    return kept.found
-
-
-class _Kept:
-    """Holds the result on the loop node, out of sight of ast.iter_exprs (which walks lists)."""
-
-    __slots__ = ("found",)
-
-    def __init__(self, found: list) -> None:
-        self.found = found
+    marks = marks_of(loop)
+    if marks.found_invariants is None:
+        marks.found_invariants = _find(loop)
+    return marks.found_invariants
 
 
 def _find(loop: ast.For) -> list[tuple[ast.Expr, tuple[str, ...], bool]]:
@@ -88,7 +80,7 @@ def _find(loop: ast.For) -> list[tuple[ast.Expr, tuple[str, ...], bool]]:
 
 
 def _collect(e: ast.Expr, written: set[str], inner: set[str], var: str, found: list) -> None:
-    if e is None or isinstance(e, ast.Num | ast.Str | ast.Var) or "constant" in e.__dict__:
+    if e is None or isinstance(e, ast.Num | ast.Str | ast.Var) or _folded(e):
         return
     names = _names(e)
     changing = names & written
@@ -97,6 +89,11 @@ def _collect(e: ast.Expr, written: set[str], inner: set[str], var: str, found: l
         return
     for child in children(e):
         _collect(child, written, inner, var, found)
+
+
+def _folded(e: ast.Expr) -> bool:
+    """Whether constant folding computes `e` once already."""
+    return e.marks is not None and e.marks.constant is not None
 
 
 def _trivial(e: ast.Expr, var: str) -> bool:
@@ -162,6 +159,8 @@ def evaluated(s: ast.Stmt) -> list:
     if isinstance(s, ast.Tilde):
         return [s.lhs] + list(s.args)
     if isinstance(s, ast.TargetInc):
+        if s.marks is not None and s.marks.written is not None:
+            return list(s.expr.args)  # a lowered `~`: its value and arguments, as written
         return [s.expr]
     if isinstance(s, ast.If | ast.While):
         return [s.cond]

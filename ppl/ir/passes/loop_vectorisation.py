@@ -13,7 +13,9 @@ the loops marked so.
 
 from __future__ import annotations
 
-from ppl.ir.graph import Program, expr_text, walk
+from ppl.ir.marks import LoopPlan, marks_of
+from ppl.ir.program import Program, walk
+from ppl.ir.source_text import expr_text
 from ppl.language import ast
 from ppl.library.functions import lookup
 
@@ -32,7 +34,7 @@ def run(program: Program) -> None:
     for _, s in program.statements():
         if isinstance(s, ast.For):
             private = plan(s)
-            s.__dict__["vectorise"] = private is not None
+            marks_of(s).vectorise = private is not None
             program.decide("loop_vectorisation", s, _describe(s, private))
 
 
@@ -44,7 +46,7 @@ _STATEMENT_NAMES = {"While": "a while loop", "ForEach": "a foreach loop", "Break
 def _describe(loop: ast.For, private: dict | None) -> str:
     head = f"for ({loop.var} in {expr_text(loop.lo)}:{expr_text(loop.hi)})"
     if private is None:
-        return f"{head}: one index at a time ({loop.__dict__['_sequential_because']})"
+        return f"{head}: one index at a time ({loop.marks.plan.sequential_because})"
     extras = []
     if any(isinstance(s, ast.If) for s in walk(loop.body)):
         extras.append("if/else: each branch on its rows")
@@ -60,7 +62,7 @@ def reductions(loop: ast.For) -> frozenset:
     every iteration and mentioned nowhere else in the loop: a vectorised run adds the sum of e
     over the loop's rows (Stan users' `lp[s] = lp[s] + poisson_lpmf(D[t] | ...)` over t)."""
     plan(loop)
-    return loop.__dict__.get("_reductions", frozenset())
+    return loop.marks.plan.reductions
 
 
 def reduction_increment(s: ast.Assign) -> ast.Expr | None:
@@ -105,18 +107,20 @@ def private_variables(loop: ast.For) -> dict[str, object]:
 
 def plan(loop: ast.For) -> dict[str, object] | None:
     """None when the loop must run one index at a time, else its private variables."""
-    try:  # kept on the node (an id() key could be reused by a later node)
-        return loop.__dict__["_plan"]
-    except KeyError:
+    marks = marks_of(loop)  # kept on the node (an id() key could be reused by a later node)
+    if marks.plan is None:
         result = _check(loop)
-        loop.__dict__["_plan"] = None if isinstance(result, str) else result
         if isinstance(result, str):
-            loop.__dict__["_sequential_because"] = result
-        return loop.__dict__["_plan"]
+            marks.plan = LoopPlan(None, sequential_because=result)
+        else:
+            private, accumulating = result
+            marks.plan = LoopPlan(private, reductions=accumulating)
+    return marks.plan.private
 
 
-def _check(loop: ast.For) -> dict[str, object] | str:
-    """The loop's private variables, or why it must run one index at a time."""
+def _check(loop: ast.For) -> tuple[dict[str, object], frozenset] | str:
+    """The loop's private variables and accumulating assignments, or why it must run one index
+    at a time."""
     var = loop.var
     stmts = list(walk(loop.body))
     locals_: set[str] = {s.name for s in stmts if isinstance(s, ast.Decl)}
@@ -192,8 +196,7 @@ def _check(loop: ast.For) -> dict[str, object] | str:
                     for k in fn.size_args:
                         if k < len(e.args) and _names(e.args[k]) & (dependent | inner_loop_vars):
                             return f"a size given to {e.name}() changes with {var}"
-    loop.__dict__["_reductions"] = frozenset(accumulating)
-    return private
+    return private, frozenset(accumulating)
 
 
 def _accumulates(w: ast.Assign, name: str, stmts: list, varying: set[str], writes: list) -> bool:

@@ -10,8 +10,10 @@ draws after all.
 
 from __future__ import annotations
 
-from ppl.ir.graph import Program, expr_text, stmt_text
+from ppl.ir.marks import marks_of
 from ppl.ir.passes.loop_invariants import evaluated
+from ppl.ir.program import Program
+from ppl.ir.source_text import expr_text, stmt_text
 from ppl.language import ast
 from ppl.language.checker import split_dist_call
 from ppl.library.distributions import get_distribution
@@ -25,16 +27,15 @@ def run(program: Program) -> None:
     for _, s in program.statements():
         if (
             isinstance(s, ast.Tilde)
-            and getattr(s, "user_function", None) is None
             and s.truncation is None
             and s.dist in _DISTRIBUTIONS
             and applies(s.dist, s.lhs, s.args, data)
         ):
-            s.__dict__["sufficient_statistics"] = True
+            marks_of(s).sufficient_statistics = True
             text = stmt_text(s).rstrip(";")
             program.decide("sufficient_statistics", s, f"{text}: N, mean, Y'Y once")
         for e in _exprs(s):
-            if isinstance(e, ast.Call) and getattr(e, "user_function", None) is None:
+            if isinstance(e, ast.Call) and e.user_function is None:
                 split = split_dist_call(e.name)
                 if (
                     split is not None
@@ -43,7 +44,7 @@ def run(program: Program) -> None:
                     and e.args
                     and applies(split[0], e.args[0], e.args[1:], data)
                 ):
-                    e.__dict__["sufficient_statistics"] = True
+                    marks_of(e).sufficient_statistics = True
                     program.decide("sufficient_statistics", e,
                                    f"{expr_text(e)}: N, mean, Y'Y once")  # fmt: skip
 
