@@ -33,7 +33,6 @@ from ppl.library.transforms import make_transform
 
 __all__ = [
     "CONSTRAINT_TEXT",
-    "DataSpec",
     "PythonValues",
     "load_data",
     "open_data_file",

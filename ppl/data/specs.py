@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ppl.data.files import CONSTRAINT_TEXT, DataSpec, load_data
+from ppl.data.declaration import DataSpec
+from ppl.data.files import CONSTRAINT_TEXT, load_data
 from ppl.ir.passes import lowered
 from ppl.language import ast
 from ppl.language.checker import CheckedProgram, decl_type
