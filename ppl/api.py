@@ -23,12 +23,10 @@ from ppl.language.frontend import load_model, model_from_text
 from ppl.outputs.files import write_outputs
 from ppl.outputs.report import PER_DRAW, diagnostics_lines, fit_info, header_lines, psis_weights
 from ppl.outputs.summary import SUMMARY_HEADER, format_table, summarise
-from ppl.pipeline import FitResult, check_finite_result
+from ppl.methods import DEFAULTS, FitResult
+from ppl.pipeline import check_finite_result
 from ppl.pipeline import fit as run_fit
 from ppl.runtime.compiler import CompiledModel
-
-#: `ppl fit`'s defaults, which Model.fit shares.
-DEFAULTS = {"method": "auto", "seed": 1, "draws": 1000, "iterations": 10000, "tol_rel_obj": 0.01}
 
 
 def _sources(data) -> tuple[list[str], list]:

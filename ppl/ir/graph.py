@@ -583,11 +583,11 @@ class _Declared:
     hyper: bool
 
 
-def _latent_family(d: ast.Decl, support: str, model, method: str) -> str:
+def _latent_family(d: ast.Decl, support: str, model, method) -> str:
     """The family `ppl fit --method METHOD` gives the latent declared by `d` (the same choice,
-    ppl.families.choice; on the compiled model's latent when there is data)."""
-    # here, not at the top: the families load scipy, which `ppl check` never needs
-    from ppl.families.choice import POINT_ESTIMATE, family_for, family_label
+    ppl.families.choice, by the method's family policy, or mean-field Gaussians without one; on
+    the compiled model's latent when there is data)."""
+    from ppl.families.choice import POINT_ESTIMATE, FamilyPolicy, family_for, family_label
 
     latents = {lat.name: lat for lat in model.latents} if model is not None else {}
     lat = latents.get(d.name) or _Declared(
@@ -595,14 +595,16 @@ def _latent_family(d: ast.Decl, support: str, model, method: str) -> str:
     )
     if lat.hyper:
         return POINT_ESTIMATE
-    return family_label(family_for(lat, method), method)
+    policy = FamilyPolicy() if method is None else method.families
+    return family_label(family_for(lat, policy), policy)
 
 
 def build_graph(
-    source: CheckedProgram | Program, model=None, method: str = "advi"
+    source: CheckedProgram | Program, model=None, method=None
 ) -> Graph:
     """The graph of a program; `model` (a CompiledModel) adds concrete shapes from the data, and
-    its statements are the ones the factors name (the statements its log joint runs)."""
+    its statements are the ones the factors name (the statements its log joint runs); `method`
+    (a ppl.methods.base.Method; None: mean-field Gaussians) chooses the latents' families."""
     lowered = model.ir if model is not None else source
     if isinstance(lowered, CheckedProgram):
         lowered = lower(lowered)
@@ -724,5 +726,6 @@ def build_graph(
                 continue
             (sizes if kinds[p] == "data" else parents).append(p)
         n.parents, n.sizes = list(dict.fromkeys(parents)), list(dict.fromkeys(sizes))
-    return Graph(program.filename, nodes, method, statements, lowered.passes,
+    name = "advi" if method is None else method.name
+    return Graph(program.filename, nodes, name, statements, lowered.passes,
                  list(lowered.decisions))
