@@ -20,10 +20,10 @@ from ppl.data.files import PythonValues, load_data, open_data_file
 from ppl.data.specs import data_specs
 from ppl.errors import PplError
 from ppl.language.frontend import load_model, model_from_text
+from ppl.methods import DEFAULTS, FitResult
 from ppl.outputs.files import write_outputs
 from ppl.outputs.report import PER_DRAW, diagnostics_lines, fit_info, header_lines, psis_weights
 from ppl.outputs.summary import SUMMARY_HEADER, format_table, summarise
-from ppl.methods import DEFAULTS, FitResult
 from ppl.pipeline import check_finite_result
 from ppl.pipeline import fit as run_fit
 from ppl.runtime.compiler import CompiledModel
