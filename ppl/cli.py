@@ -451,37 +451,19 @@ def _pointing_to(checkpointer):
 
 
 def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
-    from ppl.api import Fit
-    from ppl.data.build import build, build_streamed
-    from ppl.distributed.build import build_distributed
-    from ppl.methods.dsvi import elbo_sample_rows
+    from ppl.api import Model
     from ppl.outputs.report import diagnostics_lines, header_lines
     from ppl.outputs.summary import format_table, summarise
-    from ppl.pipeline import check_finite_result, fit
 
     checkpointer, signals = _checkpointer(args)
-    stream = partitions = None
-    if args.stream:
-        model, stream = build_streamed(
-            args.model, args.data, _sets(args.set), seed=args.seed, chunk_rows=args.chunk_rows,
-            keep=elbo_sample_rows(args.batch or 0), binary=args.batch is None,
-        )  # fmt: skip
-    elif args.engine == "dask":
-        from ppl.distributed.cluster import connect
-
-        client = stack.enter_context(connect(args.scheduler, args.workers))
-        model, partitions = build_distributed(
-            args.model, args.data, _sets(args.set), args.seed, client,
-            keep=elbo_sample_rows(args.batch or 0),
-        )  # fmt: skip
-    else:
-        model = build(args.model, args.data, _sets(args.set), seed=args.seed)
+    model = Model.from_file(args.model)
+    compiled, stream, partitions = _compiled(args, model, stack)
     progress, close = _progress_lines(args.quiet)
     try:
         with signals, _pointing_to(checkpointer):
-            result = fit(
-                model,
-                args.method,
+            result = model.run(
+                compiled,
+                method=args.method,
                 iterations=args.iter,
                 seed=args.seed,
                 draws=args.draws,
@@ -503,11 +485,10 @@ def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
             )
     finally:
         close()
-    check_finite_result(result)
+    done = model.fitted(result, data=args.data, iterations=args.iter, psis=args.psis,
+                        engine=args.engine)  # fmt: skip
     rows = result.how.rows_text(result, batch=args.batch, stream=stream, partitions=partitions,
                                 chunk_rows=args.chunk_rows)  # fmt: skip
-    done = Fit(result, model=args.model, data=args.data, iterations=args.iter, psis=args.psis,
-               engine=args.engine)  # fmt: skip
     print(f"model: {args.model}")
     for line in header_lines(result, iterations=args.iter, rows=rows):
         print(line)
@@ -530,6 +511,32 @@ def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
         for w in result.warnings:
             print(f"  - {w}", file=sys.stderr)
     return 0
+
+
+def _compiled(args, model, stack: contextlib.ExitStack):
+    """The model on the data: in memory, or on a sample of the rows with the --stream file's
+    chunks or the Dask partitions that hold them all."""
+    from ppl.methods.dsvi import elbo_sample_rows
+
+    if args.stream:
+        from ppl.data.build import build_streamed
+
+        compiled, stream = build_streamed(
+            args.model, args.data, _sets(args.set), seed=args.seed, chunk_rows=args.chunk_rows,
+            keep=elbo_sample_rows(args.batch or 0), binary=args.batch is None,
+        )  # fmt: skip
+        return compiled, stream, None
+    if args.engine == "dask":
+        from ppl.distributed.build import build_distributed
+        from ppl.distributed.cluster import connect
+
+        client = stack.enter_context(connect(args.scheduler, args.workers))
+        compiled, partitions = build_distributed(
+            args.model, args.data, _sets(args.set), args.seed, client,
+            keep=elbo_sample_rows(args.batch or 0),
+        )  # fmt: skip
+        return compiled, None, partitions
+    return model.compile(args.data, sets=_sets(args.set), seed=args.seed), None, None
 
 
 def cmd_ir(args) -> int:
