@@ -7,8 +7,8 @@
    higher ELBO, as it has on a funnel, where the mode is far down the neck.
 3. The ELBO on fixed draws, gamma and Gaussian blocks in one objective, by L-BFGS with the draws
    grown until q settles (ppl.inference.saa).
-4. Beyond mean-field (the caller, ppl.pipeline, checks PSIS k-hat and keeps the higher ELBO):
-   `richer` fits a full-rank Gaussian the same way, from the better of the Laplace
+4. Beyond mean-field (the caller, ppl.methods.escalation, checks PSIS k-hat and keeps the
+   higher ELBO): `richer` fits a full-rank Gaussian the same way, from the better of the Laplace
    approximation and q, `low_rank` a low-rank-plus-diagonal one (for models too large for
    full rank); `linear_response` gives q's means with its linear-response covariance.
 """
