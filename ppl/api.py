@@ -20,15 +20,13 @@ from ppl.data.files import PythonValues, load_data, open_data_file
 from ppl.data.specs import data_specs
 from ppl.errors import PplError
 from ppl.language.frontend import load_model, model_from_text
+from ppl.methods import DEFAULTS, FitResult
 from ppl.outputs.files import write_outputs
 from ppl.outputs.report import PER_DRAW, diagnostics_lines, fit_info, header_lines, psis_weights
 from ppl.outputs.summary import SUMMARY_HEADER, format_table, summarise
-from ppl.pipeline import FitResult, check_finite_result
+from ppl.pipeline import check_finite_result
 from ppl.pipeline import fit as run_fit
 from ppl.runtime.compiler import CompiledModel
-
-#: `ppl fit`'s defaults, which Model.fit shares.
-DEFAULTS = {"method": "auto", "seed": 1, "draws": 1000, "iterations": 10000, "tol_rel_obj": 0.01}
 
 
 def _sources(data) -> tuple[list[str], list]:
@@ -82,9 +80,10 @@ class Model:
         labels, opened = _sources(data)
         return load_data(self._specs, labels, sets or {}, opened=opened)
 
-    def compile(self, data=None, *, seed: int = DEFAULTS["seed"]) -> CompiledModel:
+    def compile(self, data=None, *, sets: dict[str, str] | None = None,
+                seed: int = DEFAULTS["seed"]) -> CompiledModel:  # fmt: skip
         """The log joint on `data` (transformed data run once with `seed`)."""
-        return CompiledModel(self.checked, self.data(data), seed)
+        return CompiledModel(self.checked, self.data(data, sets), seed)
 
     def fit(self, data=None, *, method: str = DEFAULTS["method"], seed: int = DEFAULTS["seed"],
             draws: int = DEFAULTS["draws"], iterations: int = DEFAULTS["iterations"],
@@ -97,10 +96,24 @@ class Model:
         labels, opened = _sources(data)
         values = load_data(self._specs, labels, {}, opened=opened)
         compiled = CompiledModel(self.checked, values, seed)
-        result = run_fit(compiled, method, seed=seed, draws=draws, iterations=iterations,
-                         tol_rel_obj=tol_rel_obj, **options)  # fmt: skip
+        result = self.run(compiled, method=method, seed=seed, draws=draws, iterations=iterations,
+                          tol_rel_obj=tol_rel_obj, **options)  # fmt: skip
+        return self.fitted(result, data=labels, iterations=iterations, psis=psis)
+
+    def run(self, compiled: CompiledModel, *, method: str = DEFAULTS["method"],
+            **options) -> FitResult:  # fmt: skip
+        """The fit of `compiled` (this model on data: compile(); or on a sample of the rows,
+        with the `stream` or Dask `partitions` that hold them all in `options`): the one fit of
+        Model.fit and `ppl fit`. `options`: ppl.pipeline.fit's."""
+        return run_fit(compiled, method, **options)
+
+    def fitted(self, result: FitResult, *, data: list[str], iterations: int = DEFAULTS[
+            "iterations"], psis: bool = False, engine: str = "embedded") -> Fit:  # fmt: skip
+        """`result` checked (refused when it produced nothing usable, marked not converged when
+        its numbers say so: ppl.diagnostics.trust) and wrapped for reading."""
         check_finite_result(result)
-        return Fit(result, model=self.filename, data=labels, iterations=iterations, psis=psis)
+        return Fit(result, model=self.filename, data=data, iterations=iterations, psis=psis,
+                   engine=engine)  # fmt: skip
 
 
 class Fit:

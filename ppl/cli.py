@@ -15,6 +15,7 @@ from ppl import __version__
 from ppl.errors import FitError, PplError
 from ppl.inference.checkpoint import Interrupted
 from ppl.limits import LIMITS, Limits
+from ppl.methods import DEFAULTS, METHODS, FitOptions
 
 #: Longest line of a message printed as it is; longer ones (a 10^7-character source line) are cut.
 MESSAGE_LINE = 300
@@ -84,16 +85,61 @@ SUBCOMMANDS: dict[str, argparse.ArgumentParser] = {}
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The `ppl` command's options: fit, ir, check, plot."""
     parser = _Parser(prog="ppl", description="Variational inference for Stan-like models.")
     parser.add_argument("--version", action="version", version=f"ppl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     f = sub.add_parser("fit", help="fit a model to data and summarise the approximate posterior")
     _add_common(f)
+    _add_method_options(f)
+    _add_run_options(f)
+    _add_checkpoint_options(f)
+    f.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    r = sub.add_parser("ir", help="print the model's graph IR")
+    _add_common(r)
+    fmt = r.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="print the IR as JSON")
+    fmt.add_argument("--dot", action="store_true", help="print the IR as a Graphviz digraph")
+    r.add_argument(
+        "--method",
+        default=DEFAULTS["method"],
+        choices=list(METHODS),
+    )
+    r.add_argument(
+        "--passes",
+        default="all",
+        metavar="all|none|P,...",
+        help="the passes to run before printing (default all; none: the program as written): "
+        "constant_folding, loop_vectorisation, loop_invariants, sufficient_statistics",
+    )
+
+    c = sub.add_parser(
+        "check", help="parse and check the model (and the data, if given) without fitting"
+    )
+    _add_common(c)
+    pl = sub.add_parser(
+        "plot", help="PNGs of a fit's ELBO trace and marginals, from `ppl fit --output DIR`"
+    )
+    pl.add_argument("directory", metavar="DIR", help="the directory `ppl fit --output` wrote")
+    pl.add_argument(
+        "--reference",
+        metavar="FILE",
+        help="a reference posterior to draw over the marginals (posteriordb reference.json, "
+        "or a JSON file with 'mean' and 'sd' maps)",
+    )
+    SUBCOMMANDS.update({"fit": f, "ir": r, "check": c, "plot": pl})
+    return parser
+
+
+
+def _add_method_options(f) -> None:
+    """`ppl fit`'s method and the options of single methods."""
     f.add_argument(
         "--method",
-        default="auto",
-        choices=["auto", "advi", "meanfield", "fullrank", "bbvi", "dsvi"],
+        default=DEFAULTS["method"],
+        choices=list(METHODS),
         help="auto (default): gamma family for positive parameters, Gaussian for the rest "
         "(binary parameters: BBVI); advi/meanfield: mean-field Gaussian ADVI for every "
         "parameter; fullrank: full-rank Gaussian ADVI; bbvi: score-function gradients "
@@ -154,19 +200,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="under --method dsvi, the learning rates: Stan's adaptive sequence (default), the "
         "paper's eta * 0.95^(t/5000) with 0.1x for C, or eta (1 + t)^-0.7",
     )
-    f.add_argument("--iter", type=int, default=10000, help="maximum iterations (default 10000)")
-    f.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
-    f.add_argument(
-        "--draws", type=int, default=1000, help="approximate posterior draws (default 1000)"
-    )
+
+
+def _add_run_options(f) -> None:
+    """`ppl fit`'s iterations, seed, draws, output and optimiser."""
+    f.add_argument("--iter", type=int, default=DEFAULTS["iterations"],
+                   help=f"maximum iterations (default {DEFAULTS['iterations']})")  # fmt: skip
+    f.add_argument("--seed", type=int, default=DEFAULTS["seed"],
+                   help=f"random seed (default {DEFAULTS['seed']})")  # fmt: skip
+    f.add_argument("--draws", type=int, default=DEFAULTS["draws"],
+                   help=f"approximate posterior draws (default {DEFAULTS['draws']})")  # fmt: skip
     f.add_argument(
         "--output", metavar="DIR", help="write summary.csv, draws.csv, fit.json, elbo.csv"
     )
     f.add_argument(
         "--tol-rel-obj",
         type=float,
-        default=0.01,
-        help="relative ELBO change that counts as converged (default 0.01, as Stan)",
+        default=DEFAULTS["tol_rel_obj"],
+        help=f"relative ELBO change that counts as converged (default {DEFAULTS['tol_rel_obj']}, "
+        "as Stan)",
     )
     f.add_argument(
         "--eta",
@@ -200,6 +252,10 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="skip the deterministic L-BFGS polish: stochastic optimisation only, as Stan",
     )
+
+
+def _add_checkpoint_options(f) -> None:
+    """`ppl fit`'s checkpoints and the Dask engine."""
     f.add_argument(
         "--checkpoint",
         metavar="PATH",
@@ -242,42 +298,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="under --engine dask without --scheduler, worker processes of the local cluster "
         "(default: one per core)",
     )
-    f.add_argument("--quiet", action="store_true", help="no progress bar")
-
-    r = sub.add_parser("ir", help="print the model's graph IR")
-    _add_common(r)
-    fmt = r.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true", help="print the IR as JSON")
-    fmt.add_argument("--dot", action="store_true", help="print the IR as a Graphviz digraph")
-    r.add_argument(
-        "--method",
-        default="auto",
-        choices=["auto", "advi", "meanfield", "fullrank", "bbvi", "dsvi"],
-    )
-    r.add_argument(
-        "--passes",
-        default="all",
-        metavar="all|none|P,...",
-        help="the passes to run before printing (default all; none: the program as written): "
-        "constant_folding, loop_vectorisation, loop_invariants, sufficient_statistics",
-    )
-
-    c = sub.add_parser(
-        "check", help="parse and check the model (and the data, if given) without fitting"
-    )
-    _add_common(c)
-    pl = sub.add_parser(
-        "plot", help="PNGs of a fit's ELBO trace and marginals, from `ppl fit --output DIR`"
-    )
-    pl.add_argument("directory", metavar="DIR", help="the directory `ppl fit --output` wrote")
-    pl.add_argument(
-        "--reference",
-        metavar="FILE",
-        help="a reference posterior to draw over the marginals (posteriordb reference.json, "
-        "or a JSON file with 'mean' and 'sd' maps)",
-    )
-    SUBCOMMANDS.update({"fit": f, "ir": r, "check": c, "plot": pl})
-    return parser
 
 
 def _set_limits(args) -> None:
@@ -309,23 +329,14 @@ def _validate_options(args):
             raise PplError("--eta must be a positive number")
         if args.grad_samples is not None and args.grad_samples < 1:
             raise PplError("--grad-samples must be at least 1")
-        dsvi = args.method == "dsvi" and args.batch is not None
-        road = args.method == "auto" and args.batch is None and not args.optimizer \
-            and not args.no_polish  # fmt: skip
-        if args.stream and not (dsvi or road):
-            raise PplError("--stream fits by the default road on every row (--method auto) or "
-                           "by DSVI's minibatches (--method dsvi --batch B)")  # fmt: skip
+        _check_rows_elsewhere(args, "--stream", args.stream)
         if args.stream and args.batch is not None and args.chunk_rows < args.batch:
             raise PplError(f"--chunk-rows {args.chunk_rows} must be at least --batch {args.batch}")
         if args.checkpoint_every < 1:
             raise PplError("--checkpoint-every must be at least 1")
         _check_not_an_input(args)
         if args.engine == "dask":
-            if not (dsvi or road):
-                raise PplError(
-                    "--engine dask fits by the default road on every row (--method "
-                    "auto) or by DSVI's minibatches (--method dsvi --batch B)"
-                )
+            _check_rows_elsewhere(args, "--engine dask", True)
             if args.stream:
                 raise PplError("--engine dask reads the files on the workers; leave out --stream")
         elif args.scheduler or args.workers is not None:
@@ -333,6 +344,19 @@ def _validate_options(args):
         if args.workers is not None and (args.workers < 1 or args.scheduler):
             raise PplError("--workers must be at least 1, and is for the local cluster only "
                            "(not with --scheduler)")  # fmt: skip
+
+
+def _check_rows_elsewhere(args, flag: str, given: bool) -> None:
+    """ppl.pipeline's check of --stream and --engine dask, before the data are read."""
+    from ppl.pipeline import check_rows_elsewhere
+
+    check_rows_elsewhere(METHODS[args.method], flag, given, batch=args.batch,
+                         optimizer=args.optimizer, refine_draws=_refine_draws(args))  # fmt: skip
+
+
+def _refine_draws(args) -> int:
+    """The polish's draws: none under --no-polish."""
+    return 0 if args.no_polish else FitOptions.refine_draws
 
 
 #: A terminal shows the fit's phases once it has run this long (seconds): a quicker fit shows
@@ -427,36 +451,19 @@ def _pointing_to(checkpointer):
 
 
 def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
-    from ppl.api import Fit
-    from ppl.data.build import build, build_streamed
-    from ppl.distributed.build import build_distributed
+    from ppl.api import Model
     from ppl.outputs.report import diagnostics_lines, header_lines
     from ppl.outputs.summary import format_table, summarise
-    from ppl.pipeline import check_finite_result, elbo_sample_rows, fit
 
     checkpointer, signals = _checkpointer(args)
-    stream = partitions = None
-    if args.stream:
-        model, stream = build_streamed(
-            args.model, args.data, _sets(args.set), seed=args.seed, chunk_rows=args.chunk_rows,
-            keep=elbo_sample_rows(args.batch or 0), binary=args.batch is None,
-        )  # fmt: skip
-    elif args.engine == "dask":
-        from ppl.distributed.cluster import connect
-
-        client = stack.enter_context(connect(args.scheduler, args.workers))
-        model, partitions = build_distributed(
-            args.model, args.data, _sets(args.set), args.seed, client,
-            keep=elbo_sample_rows(args.batch or 0),
-        )  # fmt: skip
-    else:
-        model = build(args.model, args.data, _sets(args.set), seed=args.seed)
+    model = Model.from_file(args.model)
+    compiled, stream, partitions = _compiled(args, model, stack)
     progress, close = _progress_lines(args.quiet)
     try:
         with signals, _pointing_to(checkpointer):
-            result = fit(
-                model,
-                args.method,
+            result = model.run(
+                compiled,
+                method=args.method,
                 iterations=args.iter,
                 seed=args.seed,
                 draws=args.draws,
@@ -471,37 +478,17 @@ def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
                 dof=args.dof,
                 schedule=args.schedule,
                 stream=stream,
-                refine_draws=0 if args.no_polish else 64,
+                refine_draws=_refine_draws(args),
                 progress=progress,
                 checkpoint=checkpointer,
                 partitions=partitions,
             )
     finally:
         close()
-    check_finite_result(result)
-    rows = ""
-    if result.method == "dsvi":
-        if args.batch:
-            rows = f", minibatches of {args.batch} rows"
-        if stream is not None:
-            rows += f" from {len(stream.chunks)} chunks of up to {args.chunk_rows} rows"
-        if partitions is not None:
-            workers = len(partitions.client.scheduler_info()["workers"])
-            rows += (f" drawn on {workers} Dask worker{'s' if workers != 1 else ''} from "
-                     f"{len(partitions.files)} files, {partitions.rows} rows")  # fmt: skip
-    elif stream is not None:
-        passes = getattr(result.model.log_joint, "passes", 0)
-        rows = (f"; every one of {stream.rows} rows, read in {len(stream.chunks)} chunks of up "
-                f"to {args.chunk_rows} rows at each of {passes} passes")  # fmt: skip
-    elif partitions is not None:
-        workers = len(partitions.client.scheduler_info()["workers"])
-        passes = getattr(result.model.log_joint, "passes", 0)
-        rows = (
-            f"; every one of {partitions.rows} rows in {len(partitions.files)} files, summed "
-            f"on {workers} Dask worker{'s' if workers != 1 else ''} in {passes} passes"
-        )
-    done = Fit(result, model=args.model, data=args.data, iterations=args.iter, psis=args.psis,
-               engine=args.engine)  # fmt: skip
+    done = model.fitted(result, data=args.data, iterations=args.iter, psis=args.psis,
+                        engine=args.engine)  # fmt: skip
+    rows = result.how.rows_text(result, batch=args.batch, stream=stream, partitions=partitions,
+                                chunk_rows=args.chunk_rows)  # fmt: skip
     print(f"model: {args.model}")
     for line in header_lines(result, iterations=args.iter, rows=rows):
         print(line)
@@ -526,6 +513,32 @@ def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
     return 0
 
 
+def _compiled(args, model, stack: contextlib.ExitStack):
+    """The model on the data: in memory, or on a sample of the rows with the --stream file's
+    chunks or the Dask partitions that hold them all."""
+    from ppl.methods.dsvi import elbo_sample_rows
+
+    if args.stream:
+        from ppl.data.build import build_streamed
+
+        compiled, stream = build_streamed(
+            args.model, args.data, _sets(args.set), seed=args.seed, chunk_rows=args.chunk_rows,
+            keep=elbo_sample_rows(args.batch or 0), binary=args.batch is None,
+        )  # fmt: skip
+        return compiled, stream, None
+    if args.engine == "dask":
+        from ppl.distributed.build import build_distributed
+        from ppl.distributed.cluster import connect
+
+        client = stack.enter_context(connect(args.scheduler, args.workers))
+        compiled, partitions = build_distributed(
+            args.model, args.data, _sets(args.set), args.seed, client,
+            keep=elbo_sample_rows(args.batch or 0),
+        )  # fmt: skip
+        return compiled, None, partitions
+    return model.compile(args.data, sets=_sets(args.set), seed=args.seed), None, None
+
+
 def cmd_ir(args) -> int:
     from ppl.data.specs import read_data
     from ppl.ir.graph import build_graph
@@ -538,7 +551,7 @@ def cmd_ir(args) -> int:
     model = None
     if args.data or args.set:
         model = CompiledModel(program, read_data(checked, args.data, _sets(args.set)))
-    graph = build_graph(program, model, args.method)
+    graph = build_graph(program, model, METHODS[args.method])
     if args.json:
         print(graph.to_json())
     elif args.dot:

@@ -9,7 +9,7 @@ from scipy.special import gammaln
 
 import ppl.inference.auto as auto
 import ppl.inference.linear_response as linear_response_module
-import ppl.pipeline as pipeline
+import ppl.methods.escalation as escalation
 from ppl.data.build import build
 from ppl.inference.auto import CandidateFailed, fit_auto, linear_response
 from ppl.inference.hessian import batched_hvp, hessian_by_hvp
@@ -139,7 +139,7 @@ def test_auto_counts_and_names_the_gradients_of_candidates_that_failed(monkeypat
     result = fit(model, "auto", seed=1)
     assert "a full-rank Gaussian failed after 100 gradient evaluations (no)" in result.notes[0]
     assert "a linear-response covariance failed after 30 gradient evaluations" in result.notes[0]
-    monkeypatch.setattr(pipeline, "GOOD", np.inf)  # the road ends at the mean-field fit
+    monkeypatch.setattr(escalation, "GOOD", np.inf)  # the road ends at the mean-field fit
     assert result.vi.grad_evals == fit(model, "auto", seed=1).vi.grad_evals + 130
 
 

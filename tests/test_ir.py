@@ -16,6 +16,7 @@ from ppl.ir.source_text import expr_text
 from ppl.language.checker import check
 from ppl.language.frontend import load_model
 from ppl.language.parser import parse
+from ppl.methods import METHODS
 from ppl.runtime.compiler import CompiledModel
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,7 +27,7 @@ EIGHT = MODELS / "eight_schools"
 def graph_of(path: Path, *data: Path, method: str = "advi") -> Graph:
     checked = load_model(str(path))
     model = CompiledModel(checked, read_data(checked, [str(d) for d in data])) if data else None
-    return build_graph(checked, model, method)
+    return build_graph(checked, model, METHODS[method])
 
 
 def graph_src(source: str, data: dict | None = None, method: str = "advi") -> Graph:
@@ -35,7 +36,7 @@ def graph_src(source: str, data: dict | None = None, method: str = "advi") -> Gr
     if data is not None:
         sets = {k: str(v) for k, v in data.items()}
         model = CompiledModel(checked, read_data(checked, [], sets))
-    return build_graph(checked, model, method)
+    return build_graph(checked, model, METHODS[method])
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +187,7 @@ def test_family_is_the_one_ppl_fit_uses(method):
 
     checked = load_model(str(EIGHT / "noncentered.model"))
     model = CompiledModel(checked, read_data(checked, [str(EIGHT / "eight_schools.json")]))
-    graph = build_graph(checked, model, method)
+    graph = build_graph(checked, model, METHODS[method])
     result = fit(model, method, iterations=200, draws=100, seed=1)
     if result.method == "fullrank":  # auto moved on to a full-rank Gaussian: not ir's default
         pytest.skip("auto kept a full-rank fit after a high k-hat")

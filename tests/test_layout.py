@@ -37,6 +37,7 @@ STAGES: list[tuple[str, list[str]]] = [
     ("inference", ["ppl.inference"]),
     ("diagnostics", ["ppl.diagnostics"]),
     ("distributed", ["ppl.distributed"]),
+    ("methods", ["ppl.methods"]),
     ("fit", ["ppl.pipeline"]),
     ("outputs", ["ppl.outputs"]),
     # the Python API: a model compiled once, fitted to data from Python; the CLI is a layer on it

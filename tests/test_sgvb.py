@@ -9,6 +9,7 @@ from ppl.errors import ModelError
 from ppl.families.choice import choose_families
 from ppl.language.checker import check
 from ppl.language.parser import parse
+from ppl.methods import METHODS
 from ppl.pipeline import fit
 from ppl.runtime.compiler import CompiledModel
 
@@ -44,18 +45,19 @@ def test_auto_chooses_gamma_for_positive_and_gaussian_for_the_rest():
     model { mu ~ normal(0, 1); tau ~ gamma(2, 2); p ~ beta(2, 2); w ~ exponential(1); }
     """
     model = _model(text, {})
-    assert choose_families(model, "auto") == {
+    assert choose_families(model, METHODS["auto"].families) == {
         "mu": "gaussian",
         "tau": "gamma",
         "p": "gaussian",
         "w": "gamma",
     }
-    assert set(choose_families(model, "advi").values()) == {"gaussian"}
-    assert choose_families(model, "auto", {"tau": "lognormal"})["tau"] == "gaussian"
+    assert set(choose_families(model, METHODS["advi"].families).values()) == {"gaussian"}
+    auto = METHODS["auto"].families
+    assert choose_families(model, auto, {"tau": "lognormal"})["tau"] == "gaussian"
     with pytest.raises(ModelError, match="positive"):
-        choose_families(model, "auto", {"mu": "gamma"})
+        choose_families(model, METHODS["auto"].families, {"mu": "gamma"})
     with pytest.raises(ModelError, match="not a parameter"):
-        choose_families(model, "auto", {"nope": "gamma"})
+        choose_families(model, METHODS["auto"].families, {"nope": "gamma"})
 
 
 def test_mixed_gamma_and_gaussian_latents_fit_jointly():

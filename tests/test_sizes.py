@@ -13,11 +13,7 @@ MAX_FILE_LINES = 800
 MAX_FUNCTION_LINES = 100
 
 #: "path" (a module) or "path::qualified.name" (a function) -> why it may be over the limit
-EXCEPTIONS: dict[str, str] = {
-    "ppl/pipeline.py::fit": "being split in issue 30",
-    "ppl/pipeline.py::_fit_sgvb": "being split in issue 30",
-    "ppl/cli.py::build_parser": "being split in issue 30",
-}
+EXCEPTIONS: dict[str, str] = {}
 
 
 def _functions(tree: ast.AST, prefix: str = ""):

@@ -1,38 +1,45 @@
 """Which variational family approximates each latent, and how the family is described.
 
-The one place the choice is made: `ppl fit` (ppl.pipeline) and `ppl ir` (ppl.ir.graph) both call
-:func:`family_for` and :func:`family_label`. A latent here is anything with ``name``, ``binary``,
-``kind`` (its constraining transform), ``support`` and ``hyper``: a compiled model's
-:class:`ppl.runtime.compiler.Latent`, or the IR's view of a declaration when no data is given.
+The one place the choice is made: `ppl fit` (ppl.methods) and `ppl ir` (ppl.ir.graph) both call
+:func:`family_for` and :func:`family_label` with the fit method's :class:`FamilyPolicy`. A latent
+here is anything with ``name``, ``binary``, ``kind`` (its constraining transform), ``support`` and
+``hyper``: a compiled model's :class:`ppl.runtime.compiler.Latent`, or the IR's view of a
+declaration when no data is given.
 """
 
 from __future__ import annotations
 
-from ppl.errors import ModelError
+from dataclasses import dataclass
 
-#: --family NAME=FAMILY: the names a user may write, and the family each one means.
-FAMILY_NAMES = {
-    "gamma": "gamma",
-    "lognormal": "gaussian",
-    "gaussian": "gaussian",
-    "normal": "gaussian",
-}
+from ppl.errors import ModelError
+from ppl.families.registry import FAMILIES, FAMILY_NAMES, GAUSSIAN
 
 #: A hyperparameter's "family" under DSVI: no q, a point estimate maximising the ELBO.
 POINT_ESTIMATE = "point estimate (type-II ML)"
 
 
-def positive(latent) -> bool:
-    """Declared with lower=0 and no upper bound: the support a gamma family can cover."""
-    return latent.kind == "lower" and latent.support == "positive"
+@dataclass(frozen=True)
+class FamilyPolicy:
+    """How a fit method chooses families and names them: each method (ppl.methods) has one.
+
+    `rich`: automatic families (ppl.families.registry) wherever they cover a latent, else the
+    Gaussian; `gaussian`: what the method's Gaussian is; `gradient`: the one gradient estimator
+    every family is fitted by, when there is one; `pathwise`: how a reparameterised
+    non-Gaussian family is fitted (formatted with `how`, the family's reparameterisation).
+    """
+
+    rich: bool = False
+    gaussian: str = "mean-field Gaussian"
+    gradient: str | None = None
+    pathwise: str = "SGVB, {how}"
 
 
-def family_for(latent, method: str, override: str | None = None) -> str:
-    """The family `ppl fit --method METHOD` gives `latent`: "bernoulli", "gamma" or "gaussian".
+def family_for(latent, policy: FamilyPolicy, override: str | None = None) -> str:
+    """The family a method with `policy` gives `latent`: a ppl.families.registry name.
 
-    Binary latents are Bernoulli; `auto` and `bbvi` give a gamma family to positive latents; the
-    rest get a Gaussian on the unconstrained scale. `override` (a FAMILY_NAMES key, from
-    --family NAME=FAMILY) replaces the choice.
+    Binary latents are Bernoulli; a rich policy gives the first automatic family that covers
+    the latent; the rest get a Gaussian on the unconstrained scale. `override` (a FAMILY_NAMES
+    key, from --family NAME=FAMILY) replaces the choice.
     """
     if latent.binary:
         if override is not None:
@@ -40,19 +47,21 @@ def family_for(latent, method: str, override: str | None = None) -> str:
                 f"--family {latent.name}={override}: '{latent.name}' is binary; its "
                 "family is always Bernoulli"
             )
-        return "bernoulli"
-    fam = "gamma" if (method in ("auto", "bbvi") and positive(latent)) else "gaussian"
+        return next(name for name, spec in FAMILIES.items()
+                    if spec.score_only and spec.covers(latent))  # fmt: skip
+    automatic = [name for name, spec in FAMILIES.items() if spec.automatic and spec.covers(latent)]
+    fam = automatic[0] if policy.rich and automatic else GAUSSIAN
     if override is not None:
         fam = FAMILY_NAMES[override]
-        if fam == "gamma" and not positive(latent):
+        if not FAMILIES[fam].covers(latent):
             raise ModelError(
-                f"--family {latent.name}=gamma: '{latent.name}' has support {latent.support}; "
-                "the gamma family needs a positive parameter (declared with lower=0 only)"
+                f"--family {latent.name}={override}: '{latent.name}' has support "
+                f"{latent.support}; the {fam} family needs {FAMILIES[fam].needs}"
             )
     return fam
 
 
-def choose_families(model, method: str, overrides: dict[str, str] | None = None):
+def choose_families(model, policy: FamilyPolicy, overrides: dict[str, str] | None = None):
     """The variational family of each of `model`'s latents (see family_for), by name.
 
     `overrides` (from --family NAME=FAMILY) replace the choice for single latents.
@@ -70,36 +79,34 @@ def choose_families(model, method: str, overrides: dict[str, str] | None = None)
                 f"--family {name}={fam}: unknown family; choose one of "
                 + ", ".join(sorted(FAMILY_NAMES))
             )
-    return {lat.name: family_for(lat, method, overrides.get(lat.name)) for lat in model.latents}
+    return {lat.name: family_for(lat, policy, overrides.get(lat.name)) for lat in model.latents}
 
 
-def family_label(family: str, method: str) -> str:
-    """How `family` is described under the fit method `method` (`ppl ir`'s family column).
+def family_label(family: str, policy: FamilyPolicy) -> str:
+    """How `family` is described under a method with `policy` (`ppl ir`'s family column).
 
-    Under DSVI the fit passes its own label (rank and standard distribution) as `family`; a
-    plain "gaussian" there is DSVI's default, a full-rank Gaussian.
+    A name that is no family is a label the fit made itself (DSVI's rank and standard
+    distribution, a point estimate) and is kept as it is.
     """
-    if family == "bernoulli":
-        return "Bernoulli (score-function gradient)"
-    if family == "gamma":
-        if method == "bbvi":
-            return "gamma (score-function gradient)"
-        if method == "auto":
-            return "gamma (inverse-CDF reparameterisation, fixed draws)"
-        return "gamma (SGVB, inverse-CDF reparameterisation)"
-    if method == "dsvi":
-        return "full-rank Gaussian (DSVI)" if family == "gaussian" else family
-    gauss = "full-rank Gaussian" if method == "fullrank" else "mean-field Gaussian"
-    if method == "bbvi":
-        gauss += " (score-function gradient)"
-    return gauss
+    spec = FAMILIES.get(family)
+    if spec is None:
+        return family
+    if spec.score_only:
+        return f"{spec.title} (score-function gradient)"
+    title = spec.title or policy.gaussian
+    if policy.gradient:
+        return f"{title} ({policy.gradient})"
+    if spec.pathwise:
+        return f"{title} ({policy.pathwise.format(how=spec.pathwise)})"
+    return title
 
 
-def family_of(latent, method: str, family: str = "gaussian") -> str:
+def family_of(latent, policy: FamilyPolicy, family: str = GAUSSIAN) -> str:
     """The fit's description of q(latent): family_label, and for a Gaussian on a transformed
     latent the transform and support it lives on (fit.json's and the summary's labels)."""
-    label = family_label(family, method)
-    if family in ("bernoulli", "gamma") or (method == "dsvi" and latent.hyper):
+    label = family_label(family, policy)
+    spec = FAMILIES.get(family)
+    if family == POINT_ESTIMATE or (spec is not None and spec.labelled_alone):
         return label
     if latent.kind == "identity":
         return label

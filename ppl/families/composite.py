@@ -1,16 +1,16 @@
 """A family per latent, one q over all of them: q(zeta) = prod over blocks of q_block.
 
 Every latent (a block: its slice of the unconstrained vector) gets one of the per-family classes
-of FAMILY_CLASSES; theta holds each block's parameters in block order, laid out as that class
-lays them out (a mean-field Gaussian: means then log sds; a gamma: softplus^-1 shapes then
-softplus^-1 rates; a Bernoulli: logits). A gamma block's coordinate is the model's unconstrained
-one, zeta = log x, so the compiled log joint, its log-Jacobians and the output code are shared
-with the Gaussian fits.
+of ppl.families.registry.FAMILIES; theta holds each block's parameters in block order, laid out
+as that class lays them out (a mean-field Gaussian: means then log sds; a gamma: softplus^-1
+shapes then softplus^-1 rates; a Bernoulli: logits). A gamma block's coordinate is the model's
+unconstrained one, zeta = log x, so the compiled log joint, its log-Jacobians and the output code
+are shared with the Gaussian fits.
 
 Pathwise fits (SGVB, the fixed-draw road) use ``draws``; score-function ones (BBVI) use ``rvs``,
 ``log_q_terms`` and ``score``, which act on all blocks of one family at once (their columns and
-parameters gathered). Adding a family: its class (ppl/families/NAME.py), its entry here, and its
-choice in ppl/families/choice.py.
+parameters gathered). Adding a family: its class (ppl/families/NAME.py) and its entry in
+ppl/families/registry.py.
 """
 
 from __future__ import annotations
@@ -20,12 +20,9 @@ from dataclasses import dataclass
 import autograd.numpy as anp
 import numpy as np
 
-from ppl.families.bernoulli import Bernoulli
 from ppl.families.gamma import GammaFamily
 from ppl.families.gaussian import MeanFieldGaussian
-
-#: The per-block families by name (ppl.families.choice's names), in the order `rvs` draws them.
-FAMILY_CLASSES = {"gaussian": MeanFieldGaussian, "gamma": GammaFamily, "bernoulli": Bernoulli}
+from ppl.families.registry import FAMILIES
 
 
 @dataclass
@@ -54,20 +51,21 @@ class MixedFamily:
         self.parts = []  # (block, its family over the block, first index in theta)
         k = 0
         for b in blocks:
-            if b.family not in FAMILY_CLASSES:
+            if b.family not in FAMILIES:
                 raise ValueError(f"unknown family {b.family!r}")
-            fam = FAMILY_CLASSES[b.family](b.size)
+            fam = FAMILIES[b.family].cls(b.size)
             self.parts.append((b, fam, k))
             k += fam.size
         self.size = k
         self.gamma_columns = np.zeros(dim, dtype=bool)
         for b in blocks:
-            if b.family == "gamma":
+            if FAMILIES[b.family].cls is GammaFamily:
                 self.gamma_columns[b.offset : b.offset + b.size] = True
         self._order = np.argsort([b.offset for b in blocks])
         # score-function view: per family, its columns, its parameters' positions, one instance
         self.gathered = []
-        for name, cls in FAMILY_CLASSES.items():
+        for name, spec in FAMILIES.items():
+            cls = spec.cls
             mine = [(b, k) for b, _, k in self.parts if b.family == name]
             if mine:
                 cols = np.concatenate([np.arange(b.offset, b.offset + b.size) for b, _ in mine])

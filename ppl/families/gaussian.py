@@ -33,6 +33,22 @@ class MeanFieldGaussian:
     name = "meanfield"
     family = "gaussian"
     n_params = 2
+    dense = False  # a diagonal scale: q's correlations are not fitted
+
+    @staticmethod
+    def scale_of(scale_tril: np.ndarray) -> np.ndarray:
+        """The diagonal scale with the marginal sds of `scale_tril`'s Gaussian."""
+        return np.diag(marginal_sd(scale_tril))
+
+    @staticmethod
+    def laplace_scale(hessian: np.ndarray, scale_tril: np.ndarray) -> np.ndarray:
+        """The scale of a Laplace approximation: the conditional sds, 1 / sqrt(-H_dd)."""
+        return np.diag(1.0 / np.sqrt(np.diag(hessian)))
+
+    @staticmethod
+    def polish_coordinates(q, C: np.ndarray):
+        """The deterministic polish's coordinates relative to q (ppl.inference.refine)."""
+        return MeanFieldCoordinates(q, C)
 
     def __init__(self, dim: int) -> None:
         self.dim = int(dim)
@@ -121,10 +137,23 @@ class CholeskyGaussian:
 
     name = "fullrank"
     family = "gaussian"
+    dense = True
 
     def __init__(self, dim: int) -> None:
         self.dim = int(dim)
         self.size = self.dim + self.dim * self.dim
+
+    @staticmethod
+    def scale_of(scale_tril: np.ndarray) -> np.ndarray:
+        return scale_tril
+
+    @staticmethod
+    def laplace_scale(hessian: np.ndarray, scale_tril: np.ndarray) -> np.ndarray:
+        return scale_tril
+
+    @staticmethod
+    def polish_coordinates(q, C: np.ndarray):
+        return DenseCoordinates(q, C)
 
     def _L(self, theta: np.ndarray) -> np.ndarray:
         return theta[self.dim :].reshape(self.dim, self.dim)
@@ -206,3 +235,79 @@ class FullRankGaussian:
         """How far q moved: each mean in sds, each sd relatively (unitless)."""
         (m0, s0), (m1, s1) = self.moments(before), self.moments(after)
         return np.concatenate([np.abs(m1 - m0) / s1, np.abs(np.log(s1 / s0))])
+
+
+#: The Gaussians of Stan's ADVI by their covariance structure ("meanfield", "fullrank"): a
+#: VIResult's `method`.
+STRUCTURES = {cls.name: cls for cls in (MeanFieldGaussian, CholeskyGaussian)}
+
+
+def marginal_sd(scale_tril: np.ndarray) -> np.ndarray:
+    """Marginal standard deviations of N(mean, L L^T)."""
+    return np.sqrt(np.sum(scale_tril**2, axis=1))
+
+
+def covariance(scale_tril: np.ndarray) -> np.ndarray:
+    """L L^T."""
+    return scale_tril @ scale_tril.T
+
+
+class MeanFieldCoordinates:
+    """The polish's preconditioned coordinates of a mean-field q: mu = m0 + C a and log sds
+    relative to q's (theta = 0 is q itself)."""
+
+    def __init__(self, q, C: np.ndarray):
+        self.dim, self.method = q.dim, q.method
+        self.m0, self.C = q.mean.copy(), C
+        self.log_s0 = np.log(np.maximum(np.sqrt(np.sum(q.scale_tril**2, axis=1)), 1e-300))
+
+    def initial(self) -> np.ndarray:
+        return np.zeros(2 * self.dim)
+
+    def draws(self, theta, eps):
+        """(S, D) draws of q and its entropy up to a constant, differentiable in theta."""
+        D = self.dim
+        mu = self.m0 + anp.dot(self.C, theta[:D])
+        log_sd = self.log_s0 + theta[D:]
+        return mu + eps * anp.exp(log_sd), anp.sum(log_sd)
+
+    def mean_scale(self, theta) -> tuple[np.ndarray, np.ndarray]:
+        D = self.dim
+        mu = self.m0 + self.C @ theta[:D]
+        return mu, np.diag(np.exp(self.log_s0 + theta[D:]))
+
+
+class DenseCoordinates:
+    """The polish's preconditioned coordinates of a full-rank q: mu = m0 + C a and L = C B, B
+    lower triangular with a log diagonal, relative to q's factor (theta0 is q itself)."""
+
+    def __init__(self, q, C: np.ndarray):
+        self.dim, self.method = q.dim, q.method
+        self.m0, self.C = q.mean.copy(), C
+        B0 = np.linalg.solve(C, q.scale_tril)
+        B0 = np.tril(B0)
+        sign = np.sign(np.diag(B0))
+        sign[sign == 0] = 1.0
+        B0 = B0 * sign[None, :]  # keep a positive diagonal; columns' signs do not change q
+        rows, cols = np.tril_indices(self.dim, -1)
+        self.theta0 = np.concatenate(
+            [np.zeros(self.dim), np.log(np.maximum(np.diag(B0), 1e-300)), B0[rows, cols]]
+        )
+
+    def initial(self) -> np.ndarray:
+        return self.theta0.copy()
+
+    def draws(self, theta, eps):
+        """(S, D) draws of q and its entropy up to a constant, differentiable in theta."""
+        D = self.dim
+        mu = self.m0 + anp.dot(self.C, theta[:D])
+        B = lower_from(theta[D : 2 * D], theta[2 * D :], D)
+        L = anp.dot(self.C, B)
+        entropy = anp.sum(theta[D : 2 * D]) + np.sum(np.log(np.abs(np.diag(self.C))))
+        return mu + anp.dot(eps, anp.transpose(L)), entropy
+
+    def mean_scale(self, theta) -> tuple[np.ndarray, np.ndarray]:
+        D = self.dim
+        mu = self.m0 + self.C @ theta[:D]
+        B = np.tril(np.asarray(lower_from(theta[D : 2 * D], theta[2 * D :], D)))
+        return mu, self.C @ B

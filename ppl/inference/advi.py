@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ppl.errors import FitError
-from ppl.families.gaussian import CholeskyGaussian, MeanFieldGaussian
+from ppl.families.gaussian import STRUCTURES
 from ppl.inference import loop
 from ppl.inference.checkpoint import Checkpointer
 from ppl.inference.estimators import Pathwise
@@ -49,8 +49,6 @@ LogJoint = Callable[[Any], Any]
 #: S=10 gets most of the gain at a third of S=30's evaluations per iteration, which matters once
 #: one log-joint evaluation is no longer cheap.
 DEFAULT_GRAD_SAMPLES = 10
-
-_FAMILIES = {"meanfield": MeanFieldGaussian, "fullrank": CholeskyGaussian}
 
 
 class PathwiseObjective:
@@ -106,7 +104,7 @@ def _check_options(
         if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
             raise FitError(f"ADVI option {name} must be a positive integer, got {value!r}")
 
-    if isinstance(method, str) and method not in _FAMILIES:
+    if isinstance(method, str) and method not in STRUCTURES:
         raise FitError(f"unknown ADVI method {method!r}; use 'meanfield' or 'fullrank'")
     for name, value in [
         ("dim", dim),
@@ -170,7 +168,7 @@ def fit_advi(
         raise FitError(f"ADVI init must be {dim} finite numbers, got {init!r}")
 
     rng = np.random.default_rng(seed)
-    family = _FAMILIES[method](dim) if isinstance(method, str) else method
+    family = STRUCTURES[method](dim) if isinstance(method, str) else method
     ev = Pathwise(log_joint, family, family.noise(rng, elbo_samples), grad_log_joint)
     adapt_seed = int(rng.integers(2**63))  # drawn even when eta is given: same main-loop draws
     objective = PathwiseObjective(ev, S)

@@ -7,8 +7,8 @@
    higher ELBO, as it has on a funnel, where the mode is far down the neck.
 3. The ELBO on fixed draws, gamma and Gaussian blocks in one objective, by L-BFGS with the draws
    grown until q settles (ppl.inference.saa).
-4. Beyond mean-field (the caller, ppl.pipeline, checks PSIS k-hat and keeps the higher ELBO):
-   `richer` fits a full-rank Gaussian the same way, from the better of the Laplace
+4. Beyond mean-field (the caller, ppl.methods.escalation, checks PSIS k-hat and keeps the
+   higher ELBO): `richer` fits a full-rank Gaussian the same way, from the better of the Laplace
    approximation and q, `low_rank` a low-rank-plus-diagonal one (for models too large for
    full rank); `linear_response` gives q's means with its linear-response covariance.
 """
@@ -22,6 +22,7 @@ import numpy as np
 
 from ppl.families.gaussian import FullRankGaussian
 from ppl.families.lowrank import LowRankGaussian, initial_factor
+from ppl.families.registry import FAMILIES, GAUSSIAN
 from ppl.inference.draws import fixed_normal_draws
 from ppl.inference.hessian import hessian_by_hvp
 from ppl.inference.mode import find_mode
@@ -87,9 +88,9 @@ def fit_auto(
     curvature = np.diag(precision) if precision is not None else np.ones(dim)
     with np.errstate(divide="ignore"):
         sd = np.where(curvature > 0, 1.0 / np.sqrt(np.abs(curvature)), 1.0)
-    too_sharp = [b.name for b in blocks if b.family == "gamma"
+    too_sharp = [b.name for b in blocks if FAMILIES[b.family].warm_started
                  and np.min(sd[b.offset : b.offset + b.size]) < GAMMA_MIN_LOG_SD]  # fmt: skip
-    blocks = [replace(b, family="gaussian") if b.name in too_sharp else b for b in blocks]
+    blocks = [replace(b, family=GAUSSIAN) if b.name in too_sharp else b for b in blocks]
     family = MixedFamily(blocks, dim)
     starts = {
         "mode": family.from_gaussian(mode.point, sd),
@@ -103,7 +104,7 @@ def fit_auto(
     # for the quadratic part of log p (a posterior near Gaussian is solved in one round; on 8
     # draws a 200,000-row regression's sds were up to 10% off). Not for gamma blocks, whose
     # draws go through the gamma's quantile: GPFA's max error grew 0.57 -> 0.69 on 64 draws
-    gaussian = all(b.family == "gaussian" for b in blocks)
+    gaussian = not any(FAMILIES[b.family].pathwise for b in blocks)
     first = max(FIRST_DRAWS, dim + 2) if gaussian else FIRST_DRAWS
     result = fit_fixed_draws(log_joint, coordinates, np.zeros(coordinates.size), seed=seed,
                              first_draws=first, progress=progress)  # fmt: skip

@@ -15,65 +15,19 @@ from collections.abc import Callable
 import autograd.numpy as anp
 import numpy as np
 
-from ppl.families.gaussian import lower_from
+from ppl.families.gaussian import STRUCTURES
 from ppl.inference.deterministic import guarded_mean, minimise, not_worse, reached_optimum
 from ppl.inference.draws import fixed_normal_draws
 from ppl.inference.hessian import expected_hessian, hessian_by_hvp
 from ppl.inference.result import VIResult
 
 
-class _Coordinates:
-    """Preconditioned coordinates: mu = m0 + C a, and log sd (or C B) relative to the start.
-
-    With C close to the posterior's Cholesky factor the problem is well conditioned even when
-    the posterior has sds of 1e4 and correlations of -0.999 (flat-prior regressions).
-    """
-
-    def __init__(self, q: VIResult, C: np.ndarray):
-        self.dim, self.method = q.dim, q.method
-        self.m0, self.C = q.mean.copy(), C
-        if self.method == "meanfield":
-            self.log_s0 = np.log(np.maximum(np.sqrt(np.sum(q.scale_tril**2, axis=1)), 1e-300))
-        else:
-            B0 = np.linalg.solve(C, q.scale_tril)
-            B0 = np.tril(B0)
-            sign = np.sign(np.diag(B0))
-            sign[sign == 0] = 1.0
-            B0 = B0 * sign[None, :]  # keep a positive diagonal; columns' signs do not change q
-            rows, cols = np.tril_indices(self.dim, -1)
-            self.theta0 = np.concatenate(
-                [np.zeros(self.dim), np.log(np.maximum(np.diag(B0), 1e-300)), B0[rows, cols]]
-            )
-
-    def initial(self) -> np.ndarray:
-        if self.method == "meanfield":
-            return np.zeros(2 * self.dim)
-        return self.theta0.copy()
-
-    def draws(self, theta, eps):
-        """(S, D) draws of q and its entropy up to a constant, differentiable in theta."""
-        D = self.dim
-        mu = self.m0 + anp.dot(self.C, theta[:D])
-        if self.method == "meanfield":
-            log_sd = self.log_s0 + theta[D:]
-            return mu + eps * anp.exp(log_sd), anp.sum(log_sd)
-        B = lower_from(theta[D : 2 * D], theta[2 * D :], D)
-        L = anp.dot(self.C, B)
-        entropy = anp.sum(theta[D : 2 * D]) + np.sum(np.log(np.abs(np.diag(self.C))))
-        return mu + anp.dot(eps, anp.transpose(L)), entropy
-
-    def result(self, theta, like: VIResult) -> VIResult:
-        D = self.dim
-        theta = np.asarray(theta, dtype=float)
-        mu = self.m0 + self.C @ theta[:D]
-        if self.method == "meanfield":
-            L = np.diag(np.exp(self.log_s0 + theta[D:]))
-        else:
-            B = np.tril(np.asarray(lower_from(theta[D : 2 * D], theta[2 * D :], D)))
-            L = self.C @ B
-        out = _as_method(like, self.method)
-        out.mean, out.scale_tril = mu, L
-        return out
+def _polished(coords, theta, like: VIResult) -> VIResult:
+    """`like` with the mean and scale of the polish's coordinates at theta."""
+    mu, L = coords.mean_scale(np.asarray(theta, dtype=float))
+    out = _as_method(like, coords.method)
+    out.mean, out.scale_tril = mu, L
+    return out
 
 
 _MAX_DENSE_PRECONDITIONER = 200
@@ -133,7 +87,7 @@ def refine(
     previous = np.inf
     iterations, message, converged = 0, "", False
     for _ in range(rounds):
-        coords = _Coordinates(q, _preconditioner(log_joint, q, eps))
+        coords = STRUCTURES[q.method].polish_coordinates(q, _preconditioner(log_joint, q, eps))
 
         def negative_elbo(theta, coords=coords):
             zeta, entropy = coords.draws(theta, eps)
@@ -153,7 +107,7 @@ def refine(
         converged = reached_optimum(opt)
         if best_theta is None:
             break
-        q = coords.result(best_theta, start)
+        q = _polished(coords, best_theta, start)
         improved = previous - best_value
         previous = best_value
         if np.isfinite(improved) and improved < 1e-6 * max(1.0, abs(previous)):
@@ -187,9 +141,7 @@ def fresh_elbo(log_joint: Callable, q: VIResult, eps: np.ndarray) -> float:
 
 def _as_method(q: VIResult, method: str) -> VIResult:
     """A copy of q in the other family: full-rank from mean-field keeps the diagonal, and back."""
-    L = q.scale_tril
-    if method == "meanfield":
-        L = np.diag(np.sqrt(np.sum(L**2, axis=1)))
+    L = STRUCTURES[method].scale_of(q.scale_tril)
     return VIResult(
         method=method,
         mean=q.mean.copy(),
@@ -240,8 +192,7 @@ def laplace(
         return None
     if not (np.all(np.isfinite(L)) and np.all(np.isfinite(mode))):
         return None
-    if method == "meanfield":
-        L = np.diag(1.0 / np.sqrt(np.diag(H)))
+    L = STRUCTURES[method].laplace_scale(H, L)
     return VIResult(
         method=method,
         mean=mode,
@@ -289,7 +240,7 @@ def polish(
     fr_draws = int(min(max(4 * draws, 4 * (D + D * (D + 1) // 2)), 512))
     q, info = refine(log_joint, _best(log_joint, candidates, probe), draws=mf_draws, seed=seed)
     stages = [dict(info, family="meanfield")]
-    if method == "fullrank":
+    if STRUCTURES[method].dense:
         candidates = [_as_method(q, "fullrank"), sga] + ([lap] if lap else [])
         q, info = refine(
             log_joint, _best(log_joint, candidates, probe), draws=fr_draws, seed=seed + 1

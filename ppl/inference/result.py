@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ppl.families.gaussian import covariance, marginal_sd
+
 
 @dataclass
 class VIResult:
@@ -43,11 +45,11 @@ class VIResult:
     @property
     def sd(self) -> np.ndarray:
         """Marginal standard deviations of q in the unconstrained space."""
-        return np.sqrt(np.sum(self.scale_tril**2, axis=1))
+        return marginal_sd(self.scale_tril)
 
     @property
     def cov(self) -> np.ndarray:
-        return self.scale_tril @ self.scale_tril.T
+        return covariance(self.scale_tril)
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """(n, D) independent draws from q."""

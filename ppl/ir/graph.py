@@ -239,11 +239,11 @@ class _Declared:
     hyper: bool
 
 
-def _latent_family(d: ast.Decl, support: str, model, method: str) -> str:
+def _latent_family(d: ast.Decl, support: str, model, method) -> str:
     """The family `ppl fit --method METHOD` gives the latent declared by `d` (the same choice,
-    ppl.families.choice; on the compiled model's latent when there is data)."""
-    # here, not at the top: the families load scipy, which `ppl check` never needs
-    from ppl.families.choice import POINT_ESTIMATE, family_for, family_label
+    ppl.families.choice, by the method's family policy, or mean-field Gaussians without one; on
+    the compiled model's latent when there is data)."""
+    from ppl.families.choice import POINT_ESTIMATE, FamilyPolicy, family_for, family_label
 
     latents = {lat.name: lat for lat in model.latents} if model is not None else {}
     lat = latents.get(d.name) or _Declared(
@@ -251,14 +251,16 @@ def _latent_family(d: ast.Decl, support: str, model, method: str) -> str:
     )
     if lat.hyper:
         return POINT_ESTIMATE
-    return family_label(family_for(lat, method), method)
+    policy = FamilyPolicy() if method is None else method.families
+    return family_label(family_for(lat, policy), policy)
 
 
 def build_graph(
-    source: CheckedProgram | Program, model=None, method: str = "advi"
+    source: CheckedProgram | Program, model=None, method=None
 ) -> Graph:
     """The graph of a program; `model` (a CompiledModel) adds concrete shapes from the data, and
-    its statements are the ones the factors name (the statements its log joint runs)."""
+    its statements are the ones the factors name (the statements its log joint runs); `method`
+    (a ppl.methods.base.Method; None: mean-field Gaussians) chooses the latents' families."""
     lowered = model.ir if model is not None else source
     if isinstance(lowered, CheckedProgram):
         lowered = lower(lowered)
@@ -278,7 +280,8 @@ def build_graph(
     factors, statements = _factor_nodes(deps.factors, known)
     nodes += factors
     _settle_edges(nodes, known)
-    return Graph(program.filename, nodes, method, statements, lowered.passes,
+    name = "advi" if method is None else method.name
+    return Graph(program.filename, nodes, name, statements, lowered.passes,
                  list(lowered.decisions))
 
 
@@ -334,7 +337,7 @@ def _decl_node(name: str, d: ast.Decl, block: str, kind: str, deps: _Deps, shape
     )
 
 
-def _latent_node(d: ast.Decl, shape_of, model, method: str) -> Node:
+def _latent_node(d: ast.Decl, shape_of, model, method) -> Node:
     transform = "binary" if d.spec.kind == "int" else transform_kind(d.spec)
     support = _support(d.spec, True)
     return Node(

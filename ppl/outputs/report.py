@@ -8,47 +8,17 @@ from ppl.diagnostics.psis import USABLE
 
 
 def method_text(result, rows: str = "") -> str:
-    """How q was made, in one phrase; `rows`: where the rows were when not in memory (DSVI's
-    streamed chunks or Dask workers; the default road's Dask passes)."""
-    vi = result.vi
-    if result.description:
-        return result.description + (rows if result.method != "dsvi" else "")
-    if result.method == "auto":
-        road = vi.polish or {}
-        sets = " -> ".join(str(r["draws"]) for r in road.get("rounds", []))
-        return (f"auto (mode by L-BFGS in {road.get('mode_gradient_evaluations', 0)} gradients, "
-                f"then L-BFGS on the ELBO over fixed draws: {sets} draws{rows})")  # fmt: skip
-    if result.method == "sgvb":
-        return f"gamma SGVB ({vi.optimizer}, warm-started by mean-field ADVI)"
-    if result.method in ("mixed", "bbvi"):
-        steps = "Stan's step sequence" if vi.optimizer == "stan" else vi.optimizer
-        if result.method == "mixed":
-            return (f"binary latents by score-function gradients (rb+cv), the rest pathwise; "
-                    f"{steps}, eta {vi.eta:g}, {vi.grad_samples} draws per step")  # fmt: skip
-        return (f"BBVI ({vi.estimator} score-function gradients, {steps}, eta {vi.eta:g}, "
-                f"{vi.grad_samples} draws per step)")  # fmt: skip
-    if result.method == "dsvi":
-        return (f"DSVI ({vi.label}, {vi.schedule} learning rates, eta {vi.eta:g}, "
-                f"{vi.grad_samples} draws per step{rows})")  # fmt: skip
-    return f"{result.method} ADVI, eta {vi.eta:g}"
+    """How q was made, in one phrase (the method that made it says: ppl.methods); `rows`: where
+    the rows were when not in memory (DSVI's streamed chunks or Dask workers; the default road's
+    Dask passes)."""
+    return result.how.method_text(result, rows)
 
 
 def ended_by(result, iterations: int) -> str:
     """What stopped the fit, as it happened; then, when ppl.diagnostics.trust found the result
-    contradicts
-    convergence, that it is not converged all the same."""
-    vi = result.vi
-    met = vi.converged if result.rule_met is None else result.rule_met
-    polish = result.refinement or {}
-    if result.method == "auto" or (result.description or "").startswith("auto"):
-        text = ("the fixed-draw optimum, reached by L-BFGS, settled as the draws grew" if met
-                else "the fixed-draw optimum did not settle (see warnings)")  # fmt: skip
-    elif polish.get("used") and polish.get("stochastic_converged") is False:
-        text = (f"the iteration cap (--iter {iterations}); the deterministic polish then "
-                + ("reached" if met else "did not reach") + " the fixed-draw optimum")  # fmt: skip
-    else:
-        text = ("the stopping rule (relative ELBO change < --tol-rel-obj)" if met
-                else f"the iteration cap (--iter {iterations})")  # fmt: skip
+    contradicts convergence, that it is not converged all the same."""
+    met = result.vi.converged if result.rule_met is None else result.rule_met
+    text = result.how.ended_by(result, met, iterations)
     if result.doubts:
         text += "; but NOT converged (see warnings)"
     return text
@@ -101,19 +71,7 @@ def psis_weights(result, wanted: bool):
 
 def variational_parameters(result) -> dict:
     """Per latent, q's parameters on the unconstrained scale (gamma: shape and rate of x)."""
-    vi = result.vi
-    if result.method in ("auto", "sgvb", "bbvi", "mixed"):
-        return vi.family.describe(vi.theta)
-    sd = vi.sd
-    out = {}
-    for lat in result.model.latents:
-        part = slice(lat.offset, lat.offset + lat.size)
-        out[lat.name] = {
-            "family": vi.label if result.method == "dsvi" else "gaussian",
-            "mean": vi.mean[part].tolist(),
-            "sd": sd[part].tolist(),
-        }
-    return out
+    return result.how.variational_parameters(result)
 
 
 #: Per-draw arrays of the diagnostics that go to draws.csv, not to fit.json.

@@ -1,0 +1,214 @@
+"""`--method auto`, the default: the deterministic road (mode, then L-BFGS on fixed-draw ELBOs
+over growing draw sets: ppl.inference.auto) with gamma families for positive latents, restarts
+when it ends nowhere, and its escalation to richer Gaussians (ppl.methods.escalation). With
+--optimizer or --no-polish it takes the stochastic road instead (SGVB, or ADVI when every family
+is Gaussian); binary latents go to the mixed fit."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from ppl.diagnostics.psis import USABLE
+from ppl.errors import ModelError
+from ppl.families.choice import FamilyPolicy
+from ppl.families.registry import GAUSSIAN
+from ppl.methods.advi import ADVI_MEANFIELD, FULL_RANK
+from ppl.methods.base import CompositeMethod, FitOptions, Fitted, Method, fixed_draw_ending
+from ppl.methods.escalation import FULL_RANK_MAX_DIM, full_rank_if_better, richer_if_better
+from ppl.methods.mixed import MIXED
+
+#: Data rows from which the default road evaluates the log joint in chunks of draws, gradients
+#: included (ppl.inference.full_data.WholeRows), to bound its memory.
+MANY_ROWS = 50_000
+
+#: Fits from new initial points when `auto`'s road ends with a non-finite ELBO.
+AUTO_RESTARTS = 3
+
+#: Curvature at the mode under this fraction of the largest makes a direction a candidate for
+#: a flat, improper one (checked by stepping along it: flat_direction).
+FLAT = 1e-8
+
+
+def deterministic(options: FitOptions, binary: bool) -> bool:
+    """Whether `auto` takes its deterministic road with these options."""
+    return options.optimizer is None and options.refine_draws > 0 and not binary
+
+
+class Auto(CompositeMethod):
+    name = fitted_as = "auto"
+    families = FamilyPolicy(rich=True, pathwise="{how}, fixed draws")
+    takes_binary = True
+
+    def rows_elsewhere(self, *, batch, optimizer, refine_draws) -> bool:
+        return batch is None and optimizer is None and refine_draws > 0  # every row, summed
+
+    def check_options(self, model, options: FitOptions) -> None:
+        road = deterministic(options, any(lat.binary for lat in model.latents))
+        if options.checkpoint is not None and road and options.partitions is None \
+                and options.stream is None:  # fmt: skip
+            raise ModelError(
+                "--checkpoint/--resume: method 'auto' takes its deterministic road here, which "
+                "has no stochastic loop to checkpoint; checkpoints work with --method advi, "
+                "fullrank, bbvi or dsvi, or auto with --optimizer or --no-polish"
+            )
+
+    def prepare(self, model, options: FitOptions):
+        if options.partitions is not None or options.stream is not None:
+            return on_every_row(model, options.partitions, options.stream, options.checkpoint)
+        binary = any(lat.binary for lat in model.latents)
+        if deterministic(options, binary) and model.data_rows >= MANY_ROWS:
+            return in_draw_chunks(model)
+        return model
+
+    def fit(self, model, chosen, init, rng, options: FitOptions) -> Fitted:
+        if any(lat.binary for lat in model.latents):
+            return MIXED.fit(model, chosen, init, rng, options)
+        if not deterministic(options, False):
+            return ADVI_MEANFIELD.fit(model, chosen, init, rng, options)
+        return self._road(model, chosen, init, rng, options)
+
+    def _road(self, model, chosen, init, rng, options: FitOptions) -> Fitted:
+        """The deterministic road, restarted from other initial points when it ends with a
+        non-finite ELBO."""
+        from ppl.families.composite import blocks_of
+        from ppl.inference.auto import fit_auto
+
+        progress = options.progress
+        blocks = blocks_of(model, chosen)
+        vi = fit_auto(model.log_joint, blocks, model.dim, init, rng,
+                      seed=int(rng.integers(2**31)), progress=progress)  # fmt: skip
+        spent = 0
+        for restart in range(1, AUTO_RESTARTS + 1):
+            if np.isfinite(vi.elbo):
+                break
+            # a climb that stalled on a cliff of the density (accel_gp --seed 3: finite only
+            # within 1e-8 of the point) leaves q nowhere: another of Stan's initial points, as
+            # Pathfinder drops a failed path
+            spent += vi.grad_evals
+            vi = fit_auto(model.log_joint, blocks, model.dim, model.random_init(rng), rng,
+                          seed=int(rng.integers(2**31)), progress=progress)  # fmt: skip
+            vi.grad_evals += spent
+            vi.polish["restarts"] = restart
+        sharp = vi.polish.get("gaussian_not_gamma", [])
+        return Fitted(vi, self, {**chosen, **dict.fromkeys(sharp, GAUSSIAN)})
+
+    def finish(self, result, fitted: Fitted, log_joint, rng, options: FitOptions, refit):
+        if fitted.how is self:
+            return self._after_road(result, log_joint, rng, options)
+        binary = any(lat.binary for lat in result.model.latents)
+        if (not binary and not options.families and result.model.dim <= FULL_RANK_MAX_DIM
+                and result.diagnostics["khat"] > USABLE):  # fmt: skip
+            o = options
+            return full_rank_if_better(
+                result, refit, iterations=o.iterations, seed=o.seed, draws=o.draws,
+                tol_rel_obj=o.tol_rel_obj, eta=o.eta, grad_samples=o.grad_samples,
+                elbo_samples=o.elbo_samples, refine_draws=o.refine_draws, progress=o.progress,
+            )  # fmt: skip
+        return result
+
+    def _after_road(self, result, log_joint, rng, options: FitOptions):
+        """The road's notes, its richer Gaussians, and the warning of a flat direction."""
+        polish = result.vi.polish
+        flat = flat_direction(result.model, polish.get("precision"), polish.get("mode"))
+        if polish.get("gaussian_not_gamma"):
+            result.notes.append(
+                f"auto: {', '.join(polish['gaussian_not_gamma'])}: a Gaussian on the log scale, "
+                "not a gamma: the posterior at the mode is too concentrated for the gamma "
+                "family (a shape beyond 2.5e7)")  # fmt: skip
+        if polish.get("restarts"):
+            result.notes.append(
+                f"auto: the road from the initial point ended with a non-finite ELBO; "
+                f"{polish['restarts']} restart(s) from other initial points (uniform(-2, 2))")
+        if options.families:
+            return result
+        result = richer_if_better(result, log_joint, rng, CANDIDATE,
+                                  seed=int(rng.integers(2**31)), progress=options.progress)
+        if flat:
+            result.warnings.append(
+                f"the log density is flat at its mode along a combination of {flat}: the "
+                "posterior is improper there, or all but (the data and priors do not identify "
+                "it), and q's sds in that direction say how far the optimiser went; give these "
+                "parameters proper priors")  # fmt: skip
+            result.vi.converged = False
+        return result
+
+    def method_text(self, result, rows: str) -> str:
+        road = result.vi.polish or {}
+        sets = " -> ".join(str(r["draws"]) for r in road.get("rounds", []))
+        return (f"auto (mode by L-BFGS in {road.get('mode_gradient_evaluations', 0)} gradients, "
+                f"then L-BFGS on the ELBO over fixed draws: {sets} draws{rows})")  # fmt: skip
+
+    def ended_by(self, result, met: bool, iterations: int) -> str:
+        return fixed_draw_ending(met)
+
+
+class RoadCandidate(Method):
+    """A full-rank Gaussian the road kept over its mean-field fit (ppl.methods.escalation)."""
+
+    name = "auto"
+    fitted_as = "fullrank"
+    families = FULL_RANK
+
+    def method_text(self, result, rows: str) -> str:
+        return result.description + rows
+
+    def ended_by(self, result, met: bool, iterations: int) -> str:
+        return fixed_draw_ending(met)
+
+
+AUTO = Auto()
+CANDIDATE = RoadCandidate()
+
+
+def on_every_row(model, partitions=None, stream=None, checkpoint=None):
+    """The driver's model (on a sample of the rows) with the full-data log joint in place of its
+    own: the default road then fits the posterior of every row, its passes summed where the
+    rows are, Dask partitions on their workers or a --stream file's chunks one at a time, and
+    checkpointed per pass (ppl.inference.full_data)."""
+    whole = copy.copy(model)
+    if partitions is not None:
+        from ppl.distributed.gradient import full_data_log_joint
+
+        whole.log_joint = full_data_log_joint(partitions, model, checkpoint)
+    else:
+        from ppl.inference.full_data import FullDataLogJoint, StreamedRows
+
+        whole.log_joint = FullDataLogJoint(StreamedRows(stream, model), checkpoint)
+    return whole
+
+
+def in_draw_chunks(model):
+    """The model with its log joint evaluated in chunks of draws, gradients and Hessian-vector
+    products included (ppl.inference.full_data.WholeRows): memory bounded whatever the rows."""
+    from ppl.inference.full_data import FullDataLogJoint, WholeRows
+
+    whole = copy.copy(model)
+    whole.log_joint = FullDataLogJoint(WholeRows(model.log_joint, model.data_rows))
+    return whole
+
+
+def flat_direction(model, precision, mode) -> str | None:
+    """The latents along which the log density does not change at all from its mode (a
+    non-identified, improper posterior such as `y ~ normal(a + b, 1)` without priors), or None.
+    A direction whose curvature is tiny against the largest is a candidate (unscaled predictors
+    or a funnel's end give those too); it is flat if a step of 1000 times the mode's size along
+    it leaves the log density unchanged to 1e-9."""
+    if precision is None or mode is None or not np.all(np.isfinite(precision)):
+        return None
+    values, vectors = np.linalg.eigh(precision)
+    size = np.abs(values)
+    k = int(np.argmin(size))
+    if size[k] > FLAT * size.max():
+        return None
+    point = np.asarray(mode, dtype=float)
+    step = 1e3 * (1.0 + np.max(np.abs(point))) * vectors[:, k]
+    with np.errstate(all="ignore"):
+        lp = np.asarray(model.log_joint(np.stack([point, point + step, point - step])), float)
+    if not np.all(np.isfinite(lp)) or np.max(np.abs(lp[1:] - lp[0])) > 1e-9 * (1 + abs(lp[0])):
+        return None
+    weight = vectors[:, k] ** 2
+    names = [lat.name for lat in model.latents
+             if weight[lat.offset : lat.offset + lat.size].sum() > 0.05]  # fmt: skip
+    return ", ".join(names) or None

@@ -1,0 +1,153 @@
+"""What every fit method is: the interface ppl.pipeline dispatches to and ppl.outputs.report asks
+to describe a fit, and the options a fit is given."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ppl.families.choice import FamilyPolicy
+from ppl.families.registry import GAUSSIAN
+
+#: The defaults of a fit, the same for `ppl fit`, ppl.Model.fit and ppl.pipeline.fit.
+DEFAULTS = {"method": "auto", "seed": 1, "draws": 1000, "iterations": 10000, "tol_rel_obj": 0.01}
+
+
+@dataclass
+class FitOptions:
+    """The options of one fit (ppl.pipeline.fit's keywords): see its docstring."""
+
+    iterations: int = DEFAULTS["iterations"]
+    seed: int = DEFAULTS["seed"]
+    draws: int = DEFAULTS["draws"]
+    tol_rel_obj: float = DEFAULTS["tol_rel_obj"]
+    eta: float | None = None
+    grad_samples: int | None = None
+    elbo_samples: int = 100
+    refine_draws: int = 64
+    families: dict[str, str] | None = None
+    optimizer: str | None = None
+    estimator: str = "rb+cv"
+    batch: int | None = None
+    rank: str | None = None
+    dof: float | None = None
+    schedule: str | None = None
+    stream: Any = None
+    progress: Callable | None = None
+    monitor: Callable | None = None
+    checkpoint: Any = None
+    partitions: Any = None
+
+
+@dataclass
+class Fitted:
+    """What a method's fit made: q (`vi`), the method that describes it (auto's stochastic road
+    is described by SGVB's, ADVI's or the mixed fit's), the choice of families it ended with,
+    the polish record, and the log joint q is checked against when not the model's own."""
+
+    vi: Any
+    how: Method
+    chosen: dict[str, str]
+    refinement: dict | None = None
+    elbo_rows: tuple[int, int] | None = None
+    log_joint: Callable | None = None
+
+
+class Method:
+    """A `--method`: how it chooses families, which options it takes, how it fits, and how it
+    describes its fits. Subclasses (one module each in ppl.methods) override what differs."""
+
+    #: --method NAME; `fitted_as`: the name a fit by it carries (fit.json's "method").
+    name: str = ""
+    fitted_as: str = ""
+    families: FamilyPolicy = FamilyPolicy()
+    takes_binary = False  # binary latents (score-function gradients)
+    takes_hyper = False  # hyperparameters, fitted as point estimates
+    takes_batch = False  # --batch: data subsampling
+    own_options: tuple[str, ...] = ()  # options of this method only (FitOptions' names)
+
+    def rows_elsewhere(self, *, batch, optimizer, refine_draws) -> bool:
+        """Whether a fit with these options can read its rows elsewhere (--stream, Dask)."""
+        return False
+
+    def check_model(self, model) -> None:
+        """Refuse a model this method cannot fit (before the options are checked)."""
+
+    def check_options(self, model, options: FitOptions) -> None:
+        """Refuse options this method cannot take (the last of the checks)."""
+
+    def prepare(self, model, options: FitOptions):
+        """The model the method fits (its log joint possibly replaced)."""
+        return model
+
+    def fit(self, model, chosen: dict[str, str], init: np.ndarray, rng: np.random.Generator,
+            options: FitOptions) -> Fitted:  # fmt: skip
+        raise NotImplementedError
+
+    def finish(self, result, fitted: Fitted, log_joint, rng, options: FitOptions,
+               refit: Callable):  # fmt: skip
+        """The result after the method's own afterthoughts (auto's richer families); `refit`
+        is ppl.pipeline.fit, for a method that tries another."""
+        return result
+
+    # -- how a fit by this method describes itself (ppl.outputs.report) ----------------------
+
+    def method_text(self, result, rows: str) -> str:
+        """How q was made, in one phrase."""
+        return f"{result.method} ADVI, eta {result.vi.eta:g}"
+
+    def ended_by(self, result, met: bool, iterations: int) -> str:
+        """What stopped the fit, as it happened."""
+        polish = result.refinement or {}
+        if polish.get("used") and polish.get("stochastic_converged") is False:
+            reached = "reached" if met else "did not reach"
+            return (f"the iteration cap (--iter {iterations}); the deterministic polish then "
+                    f"{reached} the fixed-draw optimum")  # fmt: skip
+        return ("the stopping rule (relative ELBO change < --tol-rel-obj)" if met
+                else f"the iteration cap (--iter {iterations})")  # fmt: skip
+
+    def rows_text(self, result, *, batch, stream, partitions, chunk_rows) -> str:
+        """Where the rows were when not in memory (the default road's passes over a --stream
+        file's chunks or Dask partitions), for method_text."""
+        passes = getattr(result.model.log_joint, "passes", 0)
+        if stream is not None:
+            return (f"; every one of {stream.rows} rows, read in {len(stream.chunks)} chunks of "
+                    f"up to {chunk_rows} rows at each of {passes} passes")  # fmt: skip
+        if partitions is not None:
+            workers = len(partitions.client.scheduler_info()["workers"])
+            return (f"; every one of {partitions.rows} rows in {len(partitions.files)} files, "
+                    f"summed on {workers} Dask worker{'s' if workers != 1 else ''} in {passes} "
+                    "passes")  # fmt: skip
+        return ""
+
+    def variational_parameters(self, result) -> dict:
+        """Per latent, q's parameters on the unconstrained scale (a Gaussian's means and sds)."""
+        vi = result.vi
+        sd = vi.sd
+        out = {}
+        for lat in result.model.latents:
+            part = slice(lat.offset, lat.offset + lat.size)
+            out[lat.name] = {"family": self.gaussian_name(vi), "mean": vi.mean[part].tolist(),
+                             "sd": sd[part].tolist()}  # fmt: skip
+        return out
+
+    def gaussian_name(self, vi) -> str:
+        """The family fit.json names for a Gaussian q."""
+        return GAUSSIAN
+
+
+class CompositeMethod(Method):
+    """A method whose q is a composite family (ppl.families.composite): its parameters are the
+    blocks' own."""
+
+    def variational_parameters(self, result) -> dict:
+        return result.vi.family.describe(result.vi.theta)
+
+
+def fixed_draw_ending(met: bool) -> str:
+    """What ended a fit by the deterministic road (L-BFGS on a fixed-draw ELBO)."""
+    return ("the fixed-draw optimum, reached by L-BFGS, settled as the draws grew" if met
+            else "the fixed-draw optimum did not settle (see warnings)")  # fmt: skip

@@ -1,0 +1,166 @@
+"""`auto`'s escalation beyond its first fit when PSIS k-hat flags it: richer Gaussians on the
+deterministic road (full-rank, linear-response, low-rank-plus-diagonal), and a full-rank ADVI
+fit after the stochastic road; each kept only when its ELBO is higher."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ppl.diagnostics.psis import GOOD, USABLE
+from ppl.errors import PplError
+from ppl.families.registry import GAUSSIAN
+from ppl.inference.result import VIResult
+from ppl.methods.result import FitResult, checked_draws, make_result
+from ppl.progress import start_phase
+
+#: `auto` tries a full-rank Gaussian when k-hat > 0.7 up to this many unconstrained parameters.
+FULL_RANK_MAX_DIM = 100
+
+#: ... and a low-rank-plus-diagonal one above that, up to this many (its result is kept as a
+#: dense Cholesky factor for the draws and the PSIS check).
+LOW_RANK_MAX_DIM = 1000
+
+
+def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
+                     progress=None) -> FitResult:  # fmt: skip
+    """The deterministic road's covariances beyond mean-field. Where k-hat is not good (> 0.5;
+    k-hat near 0.7 is too noisy a line between keeping a mean-field q and correcting it):
+    D <= FULL_RANK_MAX_DIM, a full-rank Gaussian on a fixed-draw ELBO from the better of the
+    Laplace approximation and the mean-field fit (ppl.inference.auto.richer), and when that is
+    kept nothing more (its family holds the rest); larger D, after the linear-response
+    covariance, a low-rank-plus-diagonal Gaussian started along its leading directions
+    (ppl.inference.auto.low_rank), unless that covariance was kept with k-hat <= 0.7 (on the
+    104-parameter varying intercepts the low-rank one then had an ELBO 0.1 nats higher but k-hat
+    0.90 and one sd 0.76 of NUTS's, for three times the gradients). Where k-hat is not good,
+    the linear-response covariance (ppl.inference.auto.linear_response; it keeps the mean-field
+    means, which are off where the posterior is skewed, and corrects the sds mean-field
+    shrinks). A good k-hat ends the road at the mean-field fit: on the posteriordb posteriors the
+    linear-response covariance of such a fit never beat it by more than 0.05 nats (arma11: +0.04
+    nats, its k-hat 0.41 -> 0.77; eight schools: 1.5 nats worse), for a fifth of eight schools'
+    fit time.
+    Each candidate is kept when its ELBO on its own output draws is higher than the best so
+    far (all on the same unconstrained space: comparable), as a result described by
+    `candidate` (a Method)."""
+    from ppl.inference.auto import linear_response, low_rank, richer
+    from ppl.inference.checkpoint import Interrupted
+
+    model = first.model
+    gaussian = dict.fromkeys((lat.name for lat in model.latents), GAUSSIAN)
+    draws = len(next(iter(first.draws.values())))
+    best, spent, tried = first, 0, []
+    made: dict[str, VIResult] = {}
+    if not first.diagnostics["khat"] > GOOD:
+        return first
+    steps = [(LINEAR_RESPONSE, lambda: linear_response(model.log_joint, first.vi, seed=seed))]
+    if model.dim <= FULL_RANK_MAX_DIM:
+        steps.insert(0, (FULL_RANK, lambda: richer(model.log_joint, first.vi, seed=seed)))
+    elif model.dim <= LOW_RANK_MAX_DIM:
+
+        def factored():
+            lr = made.get(LINEAR_RESPONSE)
+            covariance = None if lr is None else lr.cov
+            return low_rank(model.log_joint, first.vi, seed=seed, covariance=covariance)
+
+        steps.append((LOW_RANK, factored))
+    for name, make in steps:
+        if FULL_RANK in made and best.vi is made[FULL_RANK]:
+            break  # a full-rank Gaussian was kept: its family holds the linear-response one
+        if name == LOW_RANK and best is not first and best.diagnostics["khat"] <= USABLE:
+            break  # the linear-response covariance made q usable
+        start = time.perf_counter()
+        start_phase(progress, f"a {name}, and its PSIS check")
+        try:
+            with np.errstate(all="ignore"):
+                q = make()
+        except Interrupted:
+            raise  # a signal during a candidate's pass (--engine dask checkpoints per pass)
+        except (PplError, ArithmeticError, ValueError, np.linalg.LinAlgError) as e:
+            lost = getattr(e, "grad_evals", 0)  # ppl.inference.auto.CandidateFailed
+            spent += lost
+            after = f" after {lost} gradient evaluations" if lost else ""
+            tried.append(f"a {name} failed{after} ({str(e).splitlines()[0][:200]})")
+            continue
+        if q is None:
+            continue
+        made[name] = q
+        spent += q.grad_evals
+        checked = checked_draws(q, log_joint, rng, draws)  # constrained draws only if it is kept
+        mine, theirs = best.diagnostics.get("elbo"), checked[1].get("elbo")
+        verdict = f"ELBO {_elbo_text(theirs)} vs {_elbo_text(mine)}, k-hat " \
+                  f"{checked[1]['khat']:.2f}"  # fmt: skip
+        # the full-rank family contains every earlier candidate: an ELBO within Monte Carlo
+        # error of theirs is a tie, and its optimum's means are the Gaussian family's own
+        errors = [d.get("elbo_mcse") or 0.0 for d in (best.diagnostics, checked[1])]
+        slack = 2 * min(errors) if name == FULL_RANK else -1e-6  # not for a rounding error
+        if theirs is not None and (mine is None or theirs > mine - slack):
+            tried.append(f"a {name} ({q.grad_evals} gradient evaluations) was kept: {verdict}")
+            # elbo.csv: the first fit's trace, then the candidate's after it
+            last = first.vi.elbo_trace[-1][0] if first.vi.elbo_trace else 0
+            q.elbo_trace = list(first.vi.elbo_trace) + [
+                (last + 1 + i, e) for i, e in (q.elbo_trace or [(0, theirs)])
+            ]
+            best = make_result(model, q, candidate, gaussian, log_joint, rng, draws=draws,
+                           seed=first.seed, seconds=time.perf_counter() - start + best.seconds,
+                           refinement=first.refinement, checked=checked)  # fmt: skip
+            best.description = f"auto, then a {name} ({DESCRIPTIONS[name]})"
+        else:
+            tried.append(f"a {name} ({q.grad_evals} gradient evaluations) was not better: "
+                         f"{verdict}")  # fmt: skip
+            best.seconds += time.perf_counter() - start
+    if best is not first:
+        best.notes[:0] = first.notes  # what was decided before the candidates
+    if tried:
+        best.vi.grad_evals = first.vi.grad_evals + spent
+        if best is not first:
+            best.vi.iterations = first.vi.iterations + best.vi.iterations
+        k = first.diagnostics["khat"]
+        best.notes.append(f"auto: the mean-field fit had PSIS k-hat {k:.2f} > {GOOD}; "
+                          + "; ".join(tried))  # fmt: skip
+    return best
+
+
+FULL_RANK = "full-rank Gaussian"
+LOW_RANK = "low-rank-plus-diagonal Gaussian"
+LINEAR_RESPONSE = "linear-response covariance"
+DESCRIPTIONS = {
+    LINEAR_RESPONSE: "the mean-field fit's means with J H^-1 J' as covariance",
+    FULL_RANK: "L-BFGS on the ELBO over fixed draws",
+    LOW_RANK: "L-BFGS on the ELBO over fixed draws",
+}
+
+
+def _elbo_text(value) -> str:
+    return "non-finite" if value is None else f"{value:.6g}"
+
+
+def full_rank_if_better(first: FitResult, refit, **options) -> FitResult:
+    """`auto`'s answer to a k-hat above 0.7: mean-field families miss the posterior's
+    correlations, so fit a full-rank Gaussian too and keep whichever has the higher ELBO (both
+    on the same unconstrained space, estimated on their 1000 output draws: comparable). `refit`:
+    ppl.pipeline.fit."""
+    try:
+        second = refit(first.model, "fullrank", **options)
+    except PplError as e:
+        first.notes.append(
+            f"auto: PSIS k-hat {first.diagnostics['khat']:.2f} > {USABLE}; a full-rank Gaussian "
+            f"fit was tried too and failed ({str(e).splitlines()[0][:200]}); kept the first fit"
+        )
+        return first
+    mine, theirs = first.diagnostics.get("elbo"), second.diagnostics.get("elbo")
+    k1, k2 = first.diagnostics["khat"], second.diagnostics["khat"]
+    first_elbo, second_elbo = _elbo_text(mine), _elbo_text(theirs)
+    if theirs is not None and (mine is None or theirs > mine):
+        second.notes.append(
+            f"auto: the {first.method} fit had PSIS k-hat {k1:.2f} > {USABLE}, so a full-rank "
+            f"Gaussian was fitted too and kept: ELBO {theirs:.6g} vs {first_elbo}, k-hat {k2:.2f}"
+        )
+        second.seconds += first.seconds
+        return second
+    first.notes.append(
+        f"auto: a full-rank Gaussian was fitted too (PSIS k-hat {k1:.2f} > {USABLE}) but its "
+        f"ELBO was not higher ({second_elbo} vs {first_elbo}); kept the first fit"
+    )
+    first.seconds += second.seconds
+    return first
