@@ -64,6 +64,7 @@ def _coupled_setup():
     return model, family, terms, theta
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("estimator", ["naive", "rb", "rb+cv"])
 def test_gradient_estimators_are_unbiased(estimator):
     _, family, terms, theta = _coupled_setup()
