@@ -81,6 +81,7 @@ def _rel(x, ref):
 # Accuracy against mpmath
 
 
+@pytest.mark.slow
 def test_log_sample_and_its_gradients_match_mpmath():
     ref_log_x1, ref_dlog = (v.ravel() for v in _reference())
     a, u = _grid()
