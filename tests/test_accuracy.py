@@ -110,6 +110,7 @@ PASSING = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(PASSING))
 def test_posteriordb_means_within_0_3_reference_sd(name):
     folder = POSTERIORDB / name

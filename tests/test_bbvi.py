@@ -64,6 +64,7 @@ def _coupled_setup():
     return model, family, terms, theta
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("estimator", ["naive", "rb", "rb+cv"])
 def test_gradient_estimators_are_unbiased(estimator):
     _, family, terms, theta = _coupled_setup()
@@ -244,6 +245,7 @@ model { mu ~ normal(0, 1); x ~ normal(0, 1); y ~ normal(mu + x, 1); }
 """
 
 
+@pytest.mark.slow
 def test_subsampled_gradient_is_unbiased():
     # q: mu ~ N(m0, s0^2), x[n] ~ N(m_n, s_n^2); the ELBO is closed-form. A batch of B rows
     # scales the row terms by N / B: the global gradient is unbiased for the full-data one, each

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from ppl.language.checker import check
 from ppl.language.parser import parse
@@ -23,6 +24,7 @@ sys.path.insert(0, str(FOLDER))
 from simulate import simulate  # noqa: E402
 
 
+@pytest.mark.slow
 def test_200k_rows_default_fit_matches_nuts():
     X, y = simulate(200_000, seed=11)
     source = (FOLDER / "fixed_prior.model").read_text()

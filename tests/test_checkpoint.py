@@ -42,6 +42,7 @@ def _ppl(*args, **kwargs):
     )  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_writes_a_checkpoint_and_resuming_gives_the_uninterrupted_fit(tmp_path, signum):
     model, csv, _, _ = _write(tmp_path, n=5000)
@@ -98,6 +99,7 @@ def _stop_and_resume(tmp_path, make_model, method, at, stage=0, **options):
     return whole, fit(make_model(), method, checkpoint=again, **options)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["meanfield", "fullrank"])
 def test_advi_resumes_exactly_polish_included(tmp_path, method):
     whole, resumed = _stop_and_resume(
@@ -123,6 +125,7 @@ def _same_fit(whole, resumed):
         np.testing.assert_array_equal(resumed.draws[name], whole.draws[name])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("method", "stage", "options"),
     [
@@ -146,6 +149,7 @@ def test_every_stochastic_method_resumes_exactly(tmp_path, method, stage, option
     _same_fit(whole, resumed)
 
 
+@pytest.mark.slow
 def test_binary_latents_mixed_fit_resumes_exactly(tmp_path):
     """auto with a binary latent: one stochastic loop, pathwise and score function together."""
     whole, resumed = _stop_and_resume(

@@ -72,7 +72,10 @@ def test_check_model_only_and_json_data():
 
 @pytest.mark.parametrize(
     "model",
-    sorted((ROOT / "models" / "posteriordb").glob("*/model.stan")),
+    [
+        pytest.param(m, marks=pytest.mark.slow) if m.parent.name == "diamonds-diamonds" else m
+        for m in sorted((ROOT / "models" / "posteriordb").glob("*/model.stan"))
+    ],
     ids=lambda p: p.parent.name,
 )
 def test_check_posteriordb_models_with_data(model):
@@ -382,6 +385,7 @@ FUZZ = settings(
 )
 
 
+@pytest.mark.slow
 @FUZZ
 @given(text=mutated(BASE_MODEL, TOKENS))
 def test_fuzz_malformed_models(text):

@@ -181,6 +181,7 @@ def test_default_fit_counts_hundreds_of_gradients_not_tens_of_thousands(seed):
     assert result.vi.grad_evals < 7000
 
 
+@pytest.mark.slow
 def test_hierarchical_model_with_104_parameters_gets_every_sd_within_20_percent_of_nuts():
     """Varying intercepts for 100 groups (models/varying_intercepts, NumPyro NUTS reference of
     4 x 2000 draws stored beside it). Mean-field sds of mu and tau are 0.43 and 0.62 of NUTS's;
@@ -206,6 +207,7 @@ def test_hierarchical_model_with_104_parameters_gets_every_sd_within_20_percent_
     assert max(errors.values()) < 0.3
 
 
+@pytest.mark.slow
 def test_auto_turns_to_a_low_rank_gaussian_above_the_full_rank_limit(monkeypatch):
     """D = 120 (beyond full rank's 100), the linear-response covariance switched off (as beyond
     its 300 parameters): a Gaussian target whose covariance is diagonal plus rank 2 flags the

@@ -81,6 +81,7 @@ def _within_mc_error(mean, single_process):
     assert np.all(z < 4.0), f"differences in Monte Carlo sds: {np.round(z, 2)}"
 
 
+@pytest.mark.slow
 def test_two_workers_match_the_single_process_fit(distributed, single_process):
     model, partitions = distributed
     assert partitions.rows == ROWS and len(partitions.files) == FILES
@@ -91,6 +92,7 @@ def test_two_workers_match_the_single_process_fit(distributed, single_process):
     assert np.all(np.abs(result.vi.mean - truth) < 4 * result.vi.sd + 0.05)
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_fit_is_replaced_and_the_fit_goes_on(
     client, distributed, single_process
 ):
@@ -210,6 +212,7 @@ def _fingerprint():
     return {"test": "resume"}
 
 
+@pytest.mark.slow
 def test_interrupted_fit_resumes_to_the_uninterrupted_result(distributed, tmp_path):
     model, partitions = distributed
     whole = fit(model, "dsvi", seed=4, partitions=partitions, **OPTIONS)

@@ -296,7 +296,14 @@ def check_block(block: Block, cwd: Path, namespace: dict | None = None):
 # ---- the tests ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("doc", [*DOC_FILES, ROOT / "README.md"], ids=lambda d: d.name)
+@pytest.mark.parametrize(
+    "doc",
+    [
+        pytest.param(d, marks=pytest.mark.slow) if d.name == "dask.md" else d
+        for d in [*DOC_FILES, ROOT / "README.md"]
+    ],
+    ids=lambda d: d.name,
+)
 def test_doc_examples(doc: Path, workdir: Path):
     """Every fenced block of the page, in order, in one scratch directory."""
     namespace = {"__name__": "__doc_example__"}

@@ -6,6 +6,7 @@ import importlib.util
 from pathlib import Path
 
 import numpy as np
+import pytest
 from scipy.stats import gamma as gamma_dist
 
 from ppl.language.frontend import load_model
@@ -88,6 +89,7 @@ def _planted_graph(rng, n=24, blocks=2, p_in=0.6, p_out=0.03):
     return n, pairs[is_edge]
 
 
+@pytest.mark.slow
 def test_quick_fit_predicts_held_out_links_of_a_planted_community_graph():
     rng = np.random.default_rng(0)
     n, edges = _planted_graph(rng)

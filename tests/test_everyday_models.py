@@ -8,6 +8,7 @@ Lotka-Volterra ODE: tests/test_accuracy.py."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from scipy import special, stats
 
 from ppl.language.checker import check
@@ -187,6 +188,7 @@ def test_a_user_defined_distribution_in_a_tilde_statement():
     _check_against(result, "mu", (y.sum() / 4) / precision, 1 / np.sqrt(precision))
 
 
+@pytest.mark.slow
 def test_truncated_normal_data_with_an_unknown_location():
     """y ~ normal(mu, 1) T[0, ]: every term renormalised by 1 - Phi(-mu), so the posterior of mu
     is not the untruncated one; reference by quadrature."""
@@ -206,6 +208,7 @@ def test_truncated_normal_data_with_an_unknown_location():
     _check_against(result, "mu", *_grid_posterior(log_density, -3.0, 3.0))
 
 
+@pytest.mark.slow
 def test_an_ode_decay_rate_from_noisy_measurements():
     """ode_rk45 on y' = -k y (y0 = 5 known), measurements with noise 0.1: the posterior of
     k > 0 (its log-normal prior included) by quadrature on the closed-form solution."""

@@ -81,6 +81,7 @@ def _rel(x, ref):
 # Accuracy against mpmath
 
 
+@pytest.mark.slow
 def test_log_sample_and_its_gradients_match_mpmath():
     ref_log_x1, ref_dlog = (v.ravel() for v in _reference())
     a, u = _grid()
@@ -225,6 +226,7 @@ def test_log_sample_gradient_in_the_underflow_regime_matches_finite_differences(
 # Monte Carlo: unbiased pathwise gradients of E[x] = a / b
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("a, b", [(0.05, 2.0), (1.0, 0.5), (30.0, 3.0), (3000.0, 10.0)])
 def test_pathwise_gradient_of_the_mean_is_unbiased(a, b):
     n = 100_000

@@ -73,6 +73,7 @@ def _auc(scores, labels):
     return greater + 0.5 * ties
 
 
+@pytest.mark.slow
 def test_quick_fit_recovers_sparse_pattern(tmp_path):
     """Block-sparse truth: each factor loads on its own 3 of D = 6 dimensions.
 

@@ -71,6 +71,7 @@ parameters {
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "call",
     [

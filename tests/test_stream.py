@@ -92,6 +92,7 @@ def test_stream_needs_one_csv_and_checks_a_given_row_count(tmp_path):
     assert stream.rows == 50
 
 
+@pytest.mark.slow
 def test_stream_minibatches_are_unbiased_over_passes(tmp_path):
     """Chunks in random order, n / B batches from each (stochastically rounded, the last chunk
     is short): the average minibatch log joint is the full-data one."""
@@ -105,6 +106,7 @@ def test_stream_minibatches_are_unbiased_over_passes(tmp_path):
     assert np.all(np.abs(values.mean(axis=0) - full.log_joint(zeta)) < 4.5 * se)
 
 
+@pytest.mark.slow
 def test_elbo_sample_log_joint_is_unbiased_over_samples():
     """The fixed sample of rows weighted N / m: unbiased over the choice of rows; exact when
     the sample would be all rows."""

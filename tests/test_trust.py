@@ -73,6 +73,7 @@ def test_a_capped_stochastic_fit_says_so_under_the_polish():
     assert "stopping rule" not in out
 
 
+@pytest.mark.slow
 def test_arma11_under_advi_is_not_reported_converged(tmp_path):
     """posteriordb arma11: "converged" with sds of 1e-14 and an ELBO of -2.5e59 before."""
     rc, out, err = run_main(["fit", str(ARMA / "model.stan"), str(ARMA / "data.json"),
