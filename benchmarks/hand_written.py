@@ -3,7 +3,8 @@
 Each case pairs a ppl model (a Stan program as a Stan user writes it: loops and all) with its data
 and with the same log joint written by hand the way a numpy programmer would: vectorised with index
 arrays, on the same unconstrained parameters (same transforms, same log-Jacobians, same constant
-terms), so the two must agree to rounding (tests/test_hand_written.py checks it; the benchmark
+terms), so the two must agree to rounding (tests/models/test_hand_written.py checks it; the
+benchmark
 checks it again before timing).
 
     lp(zeta) -> (S,)   for zeta of shape (S, D)

@@ -10,7 +10,7 @@ once per N as one CSV (memory, --stream) and 4 Parquet files (Dask). Each fit ru
 and that of the Dask workers (polled from /proc every 0.1 s) are measured. The reference is the
 Laplace approximation at the MAP, found here by Newton's method on the same posterior with
 numpy (at 10^4 rows and more its means and sds agree with NUTS to about 1%:
-tests/test_big_data.py); max err is the largest |fitted mean - MAP| / Laplace sd over the 21
+tests/data/test_big_data.py); max err is the largest |fitted mean - MAP| / Laplace sd over the 21
 parameters, sd ratio the fitted sd / Laplace sd (min and max), both from q's own parameters in
 fit.json (q is mean-field here: its sds are at most the Laplace marginal ones, by 0-8%, as
 1 / sqrt(H_ii) against sqrt((H^-1)_ii)).

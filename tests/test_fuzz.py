@@ -13,7 +13,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.test_cli import run_main
+from tests.cli.test_cli import run_main
 
 FUZZ = runpy.run_path(str(Path(__file__).resolve().parent.parent / "benchmarks" / "fuzz.py"))
 

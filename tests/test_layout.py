@@ -219,3 +219,61 @@ def test_a_clean_synthetic_package_passes(tmp_path):
 def test_a_module_without_a_stage_is_reported():
     with pytest.raises(KeyError, match="ppl.newthing"):
         stage_of("ppl.newthing")
+
+
+# ---- the map in the docs follows the stages ---------------------------------------------------
+
+ROOT = PACKAGE.parent
+
+
+def _stage_paths() -> list[str]:
+    """Each stage's place in the tree (`ppl/ir/`, `ppl/pipeline.py`), in stage order, once."""
+    paths: list[str] = []
+    for _, names in STAGES:
+        for name in names:
+            if name == "ppl":
+                continue
+            parts = name.split(".")
+            is_package = (ROOT / Path(*parts)).is_dir()
+            path = "/".join(parts) + ("/" if is_package else ".py")
+            # a sub-stage of a package (ppl.language.ast) lives in its package's row
+            while not is_package and len(parts) > 2:
+                parts = parts[:-1]
+                path = "/".join(parts) + "/"
+            if path not in paths:
+                paths.append(path)
+    return paths
+
+
+def test_conventions_lists_the_stages_in_order():
+    text = (ROOT / "docs" / "conventions.md").read_text()
+    line = text.split("Stages, lowest first:", 1)[1].split(".\n", 1)[0]
+    listed = [s.strip() for s in " ".join(line.split()).split("→")]
+    assert listed == [name for name, _ in STAGES]
+
+
+def test_readme_layout_shows_every_stage_in_order():
+    text = (ROOT / "README.md").read_text().split("## Layout", 1)[1]
+    rows = [r for r in text.splitlines() if r.startswith("| `ppl/")]
+    first_paths = [row.split("`")[1] for row in rows]
+    order = [p for p in first_paths if p in _stage_paths()]
+    assert order == [p for p in _stage_paths() if p in order], "README rows out of stage order"
+    missing = [p for p in _stage_paths() if not any(p in row for row in rows)]
+    assert not missing, f"stages missing from README.md's layout: {missing}"
+
+
+def test_every_package_is_in_the_readme_layout():
+    text = (ROOT / "README.md").read_text().split("## Layout", 1)[1]
+    packages = sorted({p.parent.relative_to(ROOT).as_posix() + "/"
+                       for p in PACKAGE.rglob("__init__.py")} - {"ppl/"})  # fmt: skip
+    missing = [p for p in packages
+               if f"`{p}`" not in text and f"`{p.split('/')[-2]}/`" not in text]  # fmt: skip
+    assert not missing, f"packages missing from README.md's layout: {missing}"
+
+
+def test_tests_mirror_the_packages():
+    """Every folder of tests/ is a package of ppl (or `models`, whole example models)."""
+    packages = {p.parent.name for p in PACKAGE.rglob("__init__.py")} | {"api", "cli", "models"}
+    folders = [d.name for d in (ROOT / "tests").iterdir()
+               if d.is_dir() and not d.name.startswith((".", "__"))]  # fmt: skip
+    assert folders and not [f for f in folders if f not in packages]

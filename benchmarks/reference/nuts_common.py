@@ -29,7 +29,8 @@ import numpy as np  # noqa: E402
 import numpyro  # noqa: E402
 from numpyro.infer import MCMC, NUTS  # noqa: E402
 from pima_nuts import diagnostics  # noqa: E402
-from ppl.summary import flatten_draws  # noqa: E402
+
+from ppl.outputs.summary import flatten_draws  # noqa: E402
 
 RHAT_MAX = 1.01
 

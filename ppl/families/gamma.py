@@ -26,7 +26,7 @@ third. Here d log x / da is computed *exactly* (to ~1e-13 relative) in every reg
 
 Measured against 50-digit mpmath on a in logspace(-3, 4, 15), u in [1e-6, 1 - 1e-6]: relative
 error of d log x / da <= 1.4e-13, of x <= 2e-13, absolute error of log x <= 1e-12 where x
-underflows (tests/test_gamma_family.py); finite and monotone for a up to 1e8, u in [0, 1].
+underflows (tests/families/test_gamma_family.py); finite and monotone for a up to 1e8, u in [0, 1].
 
 Samples: ``scipy.special.gammaincinv`` (Halley-refined, accurate to ~1e-13 wherever x is a normal
 double). When x < 1e-100 (only for a < ~0.1) the exact small-x relation

@@ -6,7 +6,8 @@ scale parameters (a Gaussian's sd, a gamma's shape) plain random draws leave err
 error of smooth integrands fall nearly as 1/n.
 
 The points are those of `scipy.stats.qmc.Sobol(d, scramble=True, seed=seed).random(m)`, bit for
-bit (tests/test_draws.py compares them), computed here in numpy from scipy's table of Joe and
+bit (tests/inference/test_draws.py compares them), computed here in numpy from scipy's table of Joe
+and
 Kuo's direction numbers: importing `scipy.stats` for them would add 0.4 s to every `ppl fit`.
 Where that table is not found, `scipy.stats.qmc` itself is used.
 """

@@ -138,7 +138,7 @@ def setup_mixed(
             blocks_c.append(Block(lat.name, families[lat.name], offset, lat.size))
             columns.append(np.arange(lat.offset, lat.offset + lat.size))
             offset += lat.size
-    blocks_b = [Block(lat.name, "bernoulli", lat.offset, lat.size) for lat in model.latents
+    blocks_b = [Block(lat.name, families[lat.name], lat.offset, lat.size) for lat in model.latents
                 if lat.binary and lat.size]  # fmt: skip
     columns = np.concatenate(columns) if columns else np.zeros(0, dtype=int)
     objective = MixedObjective(

@@ -27,7 +27,7 @@ from ppl.runtime.signals import Devectorise, NeedsPerSample, describe
 _FUSED_BINOPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv}
 #: Stan's functions a kernel applies itself to one real scalar, each with the numpy function the
 #: library applies (ppl.library.functions registers them as elementwise unary maths;
-#: tests/test_fused_kernels.py checks that the two agree)
+#: tests/runtime/test_fused_kernels.py checks that the two agree)
 FUSED_CALLS = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "square": np.square}
 #: the plain-numpy forward form of each (the kernel's node is one autograd primitive)
 _RAW = {np.exp: onp.exp, np.log: onp.log, np.sqrt: onp.sqrt, np.square: onp.square}

@@ -3,7 +3,7 @@
 In the model, transformed parameters and generated quantities, the largest expressions whose
 names are all data (or transformed data) and that do some work (`log(x)`, `x / sd(x)`, `X'`) are
 marked `constant` with the data names they read. The evaluator computes such an expression once
-and reuses its value as long as those names hold the same arrays (ppl.runtime.evaluator): a
+and reuses its value as long as those names hold the same arrays (ppl.runtime.expressions): a
 streamed or
 minibatched fit swaps the data rows, and the value is recomputed for the new ones.
 

@@ -11,7 +11,7 @@ loop's own index, an index of an inner loop whose bounds change), it draws no ra
 does some work (a call, an operator or an indexing, not a bare name or number). Only the largest
 such expressions are kept; a constant the folding pass found is already computed once and left
 alone. `run` records them on every `for` loop of the program (the evaluator uses them when the loop
-runs one index at a time, and holds the cache: ppl.runtime.evaluator).
+runs one index at a time, and holds the cache: ppl.runtime.loop_memos).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ like the densities and differentiable by autograd. Closed forms are written in l
 (log Phi, log-sigmoid, log1m_exp) so the tails stay finite; the incomplete gamma and beta
 functions are primitives whose derivative in x is the density, and whose derivatives in the
 shape parameters (which have no closed form) are central differences with a relative step of
-1e-5 (error ~1e-9 relative, checked against mpmath in tests/test_cdfs.py).
+1e-5 (error ~1e-9 relative, checked against mpmath in tests/library/test_cdfs.py).
 """
 
 from __future__ import annotations
