@@ -58,7 +58,18 @@ class ArraySource(Source):
         return f"{self.label}: {index_text(self.name, index)}"
 
 
-class SetSource(Source):
+class ScalarSource(Source):
+    """A single value held as it was read (`value`): a --set option or an inferred size."""
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return ()
+
+    def raw(self, want_int: bool) -> np.ndarray:
+        return self.value
+
+
+class SetSource(ScalarSource):
     """A scalar given on the command line (``--set name=value``), parsed as its type asks."""
 
     def __init__(self, spec: DataSpec, text: str) -> None:
@@ -79,30 +90,16 @@ class SetSource(Source):
             raise DataError(f"--set {spec.name}={text}: {what}")
         self.value = np.asarray(value)
 
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return ()
-
-    def raw(self, want_int: bool) -> np.ndarray:
-        return self.value
-
     def where(self, index: tuple[int, ...]) -> str:
         return f"--set {self.name}={self.text}"
 
 
-class InferredSource(Source):
+class InferredSource(ScalarSource):
     """A size variable not given, inferred from the length of an array that uses it."""
 
     def __init__(self, name: str, n: int, origin: str) -> None:
         self.label, self.name, self.origin = "inferred", name, origin
         self.value = np.asarray(n, dtype=np.int64)
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return ()
-
-    def raw(self, want_int: bool) -> np.ndarray:
-        return self.value
 
     def where(self, index: tuple[int, ...]) -> str:
         return f"{self.name} = {int(self.value)} (inferred from {self.origin})"
