@@ -42,6 +42,9 @@ class Symbol:
 class CheckedProgram:
     program: ast.Program
     symbols: dict[str, Symbol] = field(default_factory=dict)  # block-level variables
+    #: the program lowered and optimised, by the passes that ran (ppl.ir.passes.lowered)
+    lowered: dict[tuple[str, ...], object] = field(default_factory=dict, repr=False,
+                                                   compare=False)  # fmt: skip
 
     def names_in(self, block: str) -> list[str]:
         return [s.name for s in self.symbols.values() if s.block == block]

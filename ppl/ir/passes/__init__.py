@@ -39,7 +39,7 @@ def optimise(program: Program, passes: tuple[str, ...] = ALL) -> Program:
 def lowered(checked: CheckedProgram, passes: tuple[str, ...] = ALL) -> Program:
     """The checked program lowered and optimised, once per set of passes: every compiled model of
     one checked program runs the same statements (a streamed fit's chunks, a minibatch's pool)."""
-    memo = checked.__dict__.setdefault("_lowered", {})
+    memo = checked.lowered
     key = tuple(passes)
     if key not in memo:
         memo[key] = optimise(lower(checked), key)
