@@ -146,7 +146,8 @@ def child(args) -> None:
 
 def _child(args, stack) -> None:
     from ppl.data.build import build, build_streamed
-    from ppl.pipeline import elbo_sample_rows, fit
+    from ppl.methods.dsvi import elbo_sample_rows
+    from ppl.pipeline import fit
 
     test = np.load(args.test)
     X_test, y_test = test["X"], test["y"]
