@@ -25,12 +25,16 @@ def fit_generalized_pareto(x: np.ndarray) -> tuple[float, float]:
     n = x.size
     m = 30 + int(np.sqrt(n))
     quartile = x[max(int(n / 4 + 0.5) - 1, 0)]
-    # candidate theta = k / sigma (> -1 / max x), weighted by their profile likelihood
-    theta = -1.0 / x[-1] + (np.sqrt(m / (np.arange(1, m + 1) - 0.5)) - 1.0) / (3.0 * quartile)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        # candidate theta = k / sigma (> -1 / max x), weighted by their profile likelihood
+        theta = -1.0 / x[-1] + (np.sqrt(m / (np.arange(1, m + 1) - 0.5)) - 1.0) / (3.0 * quartile)
         k_profile = np.mean(np.log1p(theta[:, None] * x), axis=1)
         log_lik = n * (np.log(theta / k_profile) - k_profile - 1.0)
     ok = np.isfinite(log_lik)
+    if not ok.any():
+        # exceedances spanning more than the floating-point range (a few in the subnormals, as
+        # a q far too narrow gives): no finite fit, a tail too heavy for any k; never a crash
+        return np.inf, np.nan
     theta, log_lik = theta[ok], log_lik[ok]
     weights = np.exp(log_lik - log_lik.max())
     theta_hat = float(np.sum(theta * weights) / np.sum(weights))
