@@ -29,3 +29,12 @@ class SecondDerivativeError(ValueError):
     """A function that has gradients but no second derivatives (an ODE solution's forward
     sensitivities): Hessian-vector products go by differences of gradients instead
     (ppl.inference.hessian)."""
+
+
+class PplWarning(UserWarning):
+    """Base of the warnings ppl gives through Python's `warnings` module (a notebook's user can
+    filter them by class, as CmdStanPy's and ArviZ's)."""
+
+
+class UnreliableFitWarning(PplWarning):
+    """The verdict on a fit is "not reliable": q is off the posterior for the parameters named."""
