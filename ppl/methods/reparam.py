@@ -18,7 +18,7 @@ from dataclasses import fields
 
 import numpy as np
 
-from ppl.errors import PplError
+from ppl.errors import ModelError, PplError
 from ppl.ir.lowering import lower
 from ppl.ir.passes import ALL, noncentre, optimise
 from ppl.runtime.compiler import CompiledModel
@@ -53,7 +53,9 @@ def noncentred(model: CompiledModel, only: set[str] | None = None) -> CompiledMo
 
 def prepared(model: CompiledModel, options) -> CompiledModel:
     """The model a fit runs on: non-centred where it qualifies under `--reparam noncentre`."""
-    if getattr(options, "reparam", "auto") != "noncentre" or noncentre.NAME in model.ir.passes:
+    if options.reparam not in CHOICES:
+        raise ModelError(f"--reparam {options.reparam}: one of {', '.join(CHOICES)}")
+    if options.reparam != "noncentre" or noncentre.NAME in model.ir.passes:
         return model
     return noncentred(model) or model
 
