@@ -104,6 +104,9 @@ def find_sites(program: Program) -> tuple[list[Site], list[tuple[ast.Stmt, str]]
         allowed = data | set(params) | tps | ({loop.var} if loop is not None else set())
         why = _refusal(s, loop, params[name], family, lefts, reads, allowed, read_in_tps,
                        tps)  # fmt: skip
+        hyper = sorted(n for n in varying if n in params and params[n].hyper)
+        if hyper and not why:  # DSVI's closed-form ARD scale (ppl.ir.queries) needs it centred
+            why = f"its location or scale reads the hyperparameter(s) {', '.join(hyper)}"
         if why:
             refused.append((s, f"{stmt_text(s).rstrip(';')}: left centred ({why})"))
             continue
