@@ -208,3 +208,29 @@ def test_fixed_location_and_scale_are_left_alone():
     program = lowered(checked, parse("all,noncentre"))
     assert [d.name for d in program.ast.parameters] == ["b"]
     assert not [d for d in program.decisions if d.pass_name == "noncentre"]
+
+
+LATE = """
+data { int<lower=0> J; array[J] real y; array[J] real<lower=0> sigma; }
+parameters { real mu; real log_tau; vector[J] theta; }
+transformed parameters { real<lower=0> tau = exp(log_tau); }
+model {
+  mu ~ normal(0, 5);
+  log_tau ~ normal(1, 1);
+  theta ~ normal(mu, tau);
+  y ~ normal(theta, sigma);
+}
+"""
+
+
+def test_a_scale_from_a_transformed_parameter_puts_x_after_it():
+    centred, rewritten, draws = _check_change_of_variables(
+        LATE, SCHOOLS, lambda d: 8 * d["log_tau"]
+    )
+    tps = rewritten.program.transformed_parameters
+    assert [getattr(s, "name", None) for s in tps] == ["tau", "theta"]
+    assert list(draws) == ["mu", "log_tau", "theta", "tau"]
+    # ... and stays centred when a transformed parameter reads x
+    read = LATE.replace("exp(log_tau);", "exp(log_tau); real t1 = theta[1];")
+    program = lowered(model_from_text(read, "t"), parse("all,noncentre"))
+    assert [d.name for d in program.ast.parameters] == ["mu", "log_tau", "theta"]
