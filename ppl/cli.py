@@ -96,6 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_options(f)
     _add_checkpoint_options(f)
     f.add_argument("--quiet", action="store_true", help="no progress bar")
+    f.add_argument("--reparam", choices=("auto", "none", "noncentre"), default="auto",
+                   help="non-centring of location-scale statements: auto (the default road "
+                   "fits it too where the data inform them weakly, keeps the higher ELBO), none, "
+                   "noncentre (always)")  # fmt: skip
 
     r = sub.add_parser("ir", help="print the model's graph IR")
     _add_common(r)
@@ -112,7 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
         default="all",
         metavar="all|none|P,...",
         help="the passes to run before printing (default all; none: the program as written): "
-        "constant_folding, loop_vectorisation, loop_invariants, sufficient_statistics",
+        "constant_folding, loop_vectorisation, loop_invariants, sufficient_statistics; "
+        "all,noncentre adds the non-centring of location-scale statements",
     )
 
     c = sub.add_parser(
@@ -482,6 +487,7 @@ def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
                 progress=progress,
                 checkpoint=checkpointer,
                 partitions=partitions,
+                reparam=args.reparam,
             )
     finally:
         close()

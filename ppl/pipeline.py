@@ -12,7 +12,7 @@ from ppl.diagnostics.trust import check_result, refuse_improper
 from ppl.errors import ModelError
 from ppl.families.choice import choose_families
 from ppl.limits import check_values
-from ppl.methods import DEFAULTS, METHODS, FitOptions, Method, method_named
+from ppl.methods import DEFAULTS, METHODS, FitOptions, Method, method_named, reparam
 from ppl.methods.result import FitResult, make_result
 from ppl.progress import start_phase
 from ppl.runtime.compiler import CompiledModel
@@ -38,7 +38,7 @@ def fit(model: CompiledModel, method: str = DEFAULTS["method"], **options) -> Fi
     how = method_named(method)
     o = FitOptions(**options)
     check_options(model, how, o)
-    model = how.prepare(model, o)
+    model = how.prepare(reparam.prepared(model, o), o)
     chosen = choose_families(model, how.families, o.families)
     start = time.perf_counter()
     rng = np.random.default_rng(o.seed)

@@ -18,6 +18,7 @@ from ppl.methods.advi import ADVI_MEANFIELD, FULL_RANK
 from ppl.methods.base import CompositeMethod, FitOptions, Fitted, Method, fixed_draw_ending
 from ppl.methods.escalation import FULL_RANK_MAX_DIM, full_rank_if_better, richer_if_better
 from ppl.methods.mixed import MIXED
+from ppl.methods.reparam import noncentred_if_better
 
 #: Data rows from which the default road evaluates the log joint in chunks of draws, gradients
 #: included (ppl.inference.full_data.WholeRows), to bound its memory.
@@ -96,7 +97,7 @@ class Auto(CompositeMethod):
 
     def finish(self, result, fitted: Fitted, log_joint, rng, options: FitOptions, refit):
         if fitted.how is self:
-            return self._after_road(result, log_joint, rng, options)
+            return self._after_road(result, log_joint, rng, options, refit)
         binary = any(lat.binary for lat in result.model.latents)
         if (not binary and not options.families and result.model.dim <= FULL_RANK_MAX_DIM
                 and result.diagnostics["khat"] > USABLE):  # fmt: skip
@@ -108,7 +109,7 @@ class Auto(CompositeMethod):
             )  # fmt: skip
         return result
 
-    def _after_road(self, result, log_joint, rng, options: FitOptions):
+    def _after_road(self, result, log_joint, rng, options: FitOptions, refit=None):
         """The road's notes, its richer Gaussians, and the warning of a flat direction."""
         polish = result.vi.polish
         flat = flat_direction(result.model, polish.get("precision"), polish.get("mode"))
@@ -125,6 +126,7 @@ class Auto(CompositeMethod):
             return result
         result = richer_if_better(result, log_joint, rng, CANDIDATE,
                                   seed=int(rng.integers(2**31)), progress=options.progress)
+        result = noncentred_if_better(result, refit, rng, options)
         if flat:
             result.warnings.append(
                 f"the log density is flat at its mode along a combination of {flat}: the "

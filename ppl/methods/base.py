@@ -40,6 +40,7 @@ class FitOptions:
     monitor: Callable | None = None
     checkpoint: Any = None
     partitions: Any = None
+    reparam: str = "auto"  # non-centring: auto (the default road decides), none, noncentre
 
 
 @dataclass

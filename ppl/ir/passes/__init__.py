@@ -14,23 +14,28 @@ from ppl.ir.passes import (
     constant_folding,
     loop_invariants,
     loop_vectorisation,
+    noncentre,
     sufficient_statistics,
 )
 from ppl.ir.program import Program
 from ppl.language.checker import CheckedProgram
 
-#: name -> pass, in the order they run (folding first: the others leave folded constants alone)
+#: name -> pass, in the order they run (non-centring first: it rewrites statements the others
+#: then plan; folding next: the others leave folded constants alone)
 PASSES = {
+    noncentre.NAME: noncentre.run,
     "constant_folding": constant_folding.run,
     "loop_vectorisation": loop_vectorisation.run,
     "loop_invariants": loop_invariants.run,
     "sufficient_statistics": sufficient_statistics.run,
 }
-ALL = tuple(PASSES)
+#: the passes every fit runs; non-centring changes the latents, so a fit asks for it
+#: (ppl.methods.reparam, --reparam)
+ALL = tuple(name for name in PASSES if name != noncentre.NAME)
 
 
 def optimise(program: Program, passes: tuple[str, ...] = ALL) -> Program:
-    for name in passes:
+    for name in [n for n in PASSES if n in passes]:  # in PASSES' order
         PASSES[name](program)
         program.passes += (name,)
     return program
@@ -47,14 +52,17 @@ def lowered(checked: CheckedProgram, passes: tuple[str, ...] = ALL) -> Program:
 
 
 def parse(text: str) -> tuple[str, ...]:
-    """`all`, `none` or a comma-separated list of pass names (`--passes`)."""
+    """`all` (the default passes), `none` or a comma-separated list of pass names (`--passes`;
+    `all,noncentre` adds non-centring to the defaults)."""
     if text == "all":
         return ALL
     if text == "none":
         return ()
     names = tuple(n.strip() for n in text.split(",") if n.strip())
-    unknown = [n for n in names if n not in PASSES]
+    if "all" in names:
+        names = ALL + names
+    unknown = [n for n in names if n not in PASSES and n != "all"]
     if unknown:
         raise PplError(f"--passes: unknown pass {', '.join(unknown)} (passes: all, none, "
                        f"{', '.join(PASSES)})")  # fmt: skip
-    return tuple(n for n in ALL if n in names)
+    return tuple(n for n in PASSES if n in names)
