@@ -200,8 +200,8 @@ def exact_funnel(data: dict) -> tuple[dict, str]:
 def exact_mixture(data: dict) -> tuple[dict, str]:
     cdf = lambda t: 0.5 * stats.norm.cdf(t, -10, 1) + 0.5 * stats.norm.cdf(t, 10, 1)  # noqa: E731
     q = cdf_quantiles(cdf, -50, 50)
-    return {"x": {"mean": 0.0, "sd": float(np.sqrt(101.0)), "q05": q[0], "q50": q[1],
-                  "q95": q[2]}}, "exact: mean 0, sd sqrt(1 + 10^2); quantiles by root finding"  # fmt: skip
+    x = {"mean": 0.0, "sd": float(np.sqrt(101.0)), "q05": q[0], "q50": q[1], "q95": q[2]}
+    return {"x": x}, "exact: mean 0, sd sqrt(1 + 10^2); quantiles by root finding"
 
 
 def exact_gamma_tiny(data: dict) -> tuple[dict, str]:
@@ -212,7 +212,8 @@ def exact_normal_known_sigma(data: dict) -> tuple[dict, str]:
     y, s = np.asarray(data["y"]), data["sigma"]
     prec = 1 / 10**2 + y.size / s**2
     return {"mu": normal_summary(y.sum() / s**2 / prec, prec**-0.5)}, (
-        "exact: normal posterior, precision 1/10^2 + N/sigma^2")
+        "exact: normal posterior, precision 1/10^2 + N/sigma^2"
+    )
 
 
 def exact_beta_binomial(data: dict) -> tuple[dict, str]:
@@ -224,7 +225,8 @@ def exact_beta_binomial(data: dict) -> tuple[dict, str]:
 def exact_gamma_poisson(data: dict) -> tuple[dict, str]:
     y = np.asarray(data["y"])
     return {"lambda": dist_summary(stats.gamma(2 + y.sum(), scale=1 / (0.5 + y.size)))}, (
-        "exact: gamma(2 + sum y, 0.5 + N)")
+        "exact: gamma(2 + sum y, 0.5 + N)"
+    )
 
 
 def exact_uncentred_regression(data: dict) -> tuple[dict, str]:
@@ -344,43 +346,70 @@ class Problem:
 NUTS = {"warmup": 1500, "draws": 2500, "target_accept": 0.9}
 PROBLEMS: dict[str, Problem] = {
     "eight_schools_centered": Problem(
-        data_eight_schools, "a funnel between tau and theta",
-        nuts={**NUTS, "draws": 5000, "target_accept": 0.99,
-              "sampled_by": "eight_schools_noncentered"}),  # fmt: skip
+        data_eight_schools,
+        "a funnel between tau and theta",
+        nuts={
+            **NUTS,
+            "draws": 5000,
+            "target_accept": 0.99,
+            "sampled_by": "eight_schools_noncentered",
+        },
+    ),  # fmt: skip
     "eight_schools_noncentered": Problem(
-        data_eight_schools, "tau's posterior piles up near 0 with a long right tail",
-        nuts={**NUTS, "draws": 5000, "target_accept": 0.99}),
+        data_eight_schools,
+        "tau's posterior piles up near 0 with a long right tail",
+        nuts={**NUTS, "draws": 5000, "target_accept": 0.99},
+    ),
     "neal_funnel_10d": Problem(no_data, "the scale of x spans exp(+-4.5) with v", exact_funnel),
     "truncated_normal": Problem(
-        data_truncated_normal, "only the upper tail is observed: (mu, sigma) correlated, curved",
-        nuts=NUTS),
+        data_truncated_normal,
+        "only the upper tail is observed: (mu, sigma) correlated, curved",
+        nuts=NUTS,
+    ),
     "measurement_error": Problem(
-        data_measurement_error, "density unbounded as sigma -> 0; 60 latent true values",
-        nuts=NUTS),
+        data_measurement_error, "density unbounded as sigma -> 0; 60 latent true values", nuts=NUTS
+    ),
     "lkj_varying_slopes": Problem(
-        data_lkj_varying_slopes, "group scales, a Cholesky correlation factor, 24 offsets",
-        nuts=NUTS, fixed=("L[1,1]", "L[1,2]")),
-    "mvn_lkj": Problem(data_mvn_lkj, "scales and an LKJ correlation of a 3-variate normal",
-                       nuts=NUTS, fixed=("L[1,1]", "L[1,2]", "L[1,3]", "L[2,3]")),
+        data_lkj_varying_slopes,
+        "group scales, a Cholesky correlation factor, 24 offsets",
+        nuts=NUTS,
+        fixed=("L[1,1]", "L[1,2]"),
+    ),
+    "mvn_lkj": Problem(
+        data_mvn_lkj,
+        "scales and an LKJ correlation of a 3-variate normal",
+        nuts=NUTS,
+        fixed=("L[1,1]", "L[1,2]", "L[1,3]", "L[2,3]"),
+    ),
     "stochastic_volatility": Problem(
-        data_stochastic_volatility, "100 latent volatilities, phi near 1, heavy-tailed priors",
-        nuts=NUTS),
+        data_stochastic_volatility,
+        "100 latent volatilities, phi near 1, heavy-tailed priors",
+        nuts=NUTS,
+    ),
     "gp_hyperparameters": Problem(
-        data_gp_hyperparameters, "kernel hyperparameters: skewed, correlated", nuts=NUTS),
+        data_gp_hyperparameters, "kernel hyperparameters: skewed, correlated", nuts=NUTS
+    ),
     "mixture_two_modes": Problem(no_data, "two modes 20 sd apart", exact_mixture),
     "zip_regression": Problem(
-        data_zip_regression, "q is essentially exact: a false-alarm check", nuts=NUTS),
+        data_zip_regression, "q is essentially exact: a false-alarm check", nuts=NUTS
+    ),
     "normal_known_sigma": Problem(
-        data_normal_known_sigma, "conjugate: a false-alarm check", exact_normal_known_sigma),
+        data_normal_known_sigma, "conjugate: a false-alarm check", exact_normal_known_sigma
+    ),
     "beta_binomial": Problem(
-        data_beta_binomial, "conjugate: a false-alarm check", exact_beta_binomial),
+        data_beta_binomial, "conjugate: a false-alarm check", exact_beta_binomial
+    ),
     "gamma_poisson": Problem(
-        data_gamma_poisson, "conjugate: a false-alarm check", exact_gamma_poisson),
+        data_gamma_poisson, "conjugate: a false-alarm check", exact_gamma_poisson
+    ),
     "uncentred_regression": Problem(
-        data_uncentred_regression, "posterior correlation about -0.9: mean-field too narrow",
-        exact_uncentred_regression),
+        data_uncentred_regression,
+        "posterior correlation about -0.9: mean-field too narrow",
+        exact_uncentred_regression,
+    ),
     "gamma_tiny_shape": Problem(
-        no_data, "mass piled at 0 with sd 10x the mean; no data", exact_gamma_tiny),
+        no_data, "mass piled at 0 with sd 10x the mean; no data", exact_gamma_tiny
+    ),
 }
 
 
@@ -395,6 +424,13 @@ def read_data(name: str) -> dict:
 
 
 # ---------------------------------------------------------------- the log-density check
+def as_jax(data: dict) -> dict:
+    """Arrays as jax arrays; integer sizes stay Python ints (shapes must be static)."""
+    import jax.numpy as jnp
+
+    return {k: v if isinstance(v, int) else jnp.asarray(v) for k, v in data.items()}
+
+
 def log_density_check(name: str, points: int = 6, seed: int = 0) -> float:
     """The spread of ppl's minus NumPyro's log density (no Jacobians) over random points."""
     import jax
@@ -410,7 +446,7 @@ def log_density_check(name: str, points: int = 6, seed: int = 0) -> float:
     zeta = rng.normal(0.0, 0.7, (points, model.dim))
     drawn = model.constrained_draws(zeta, rng)
     latents = [lat.name for lat in model.latents]
-    data = {k: jnp.asarray(v) for k, v in read_data(name).items()}
+    data = as_jax(read_data(name))
     npmodel = numpyro_models()[name]
     diffs = []
     for s in range(points):
@@ -443,7 +479,7 @@ def run_nuts(name: str, seed: int) -> tuple[dict, dict]:
     jax.config.update("jax_enable_x64", True)
     p = PROBLEMS[name].nuts
     source = p.get("sampled_by", name)
-    data = {k: jax.numpy.asarray(v) for k, v in read_data(source).items()}
+    data = as_jax(read_data(source))
     C, S = 4, p["draws"]
     t0 = time.perf_counter()
     mcmc = MCMC(NUTS(numpyro_models()[source], target_accept_prob=p["target_accept"]),
