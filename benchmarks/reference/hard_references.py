@@ -417,7 +417,7 @@ PROBLEMS: dict[str, Problem] = {
     "truncated_normal": Problem(
         data_truncated_normal,
         "only the upper tail is observed: (mu, sigma) correlated, curved",
-        nuts=NUTS,
+        nuts={"warmup": 2000, "draws": 6000, "target_accept": 0.95},
     ),
     "measurement_error": Problem(
         data_measurement_error,
