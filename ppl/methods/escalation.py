@@ -22,6 +22,12 @@ FULL_RANK_MAX_DIM = 100
 #: dense Cholesky factor for the draws and the PSIS check).
 LOW_RANK_MAX_DIM = 1000
 
+#: ... and, where the best Gaussian's k-hat is still > 0.7, a normalizing flow
+#: (ppl.families.flow) up to this many: its parameters grow as 3 x 8 D per coupling layer and
+#: its fixed-draw solve on 64 -> 256 draws then has more parameters than draws (over 50 the
+#: flow fits the draws, not the posterior), and each gradient costs 4 small networks per draw.
+FLOW_MAX_DIM = 50
+
 
 def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
                      progress=None) -> FitResult:  # fmt: skip
@@ -45,6 +51,8 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
     `candidate` (a Method)."""
     from ppl.inference.auto import linear_response, low_rank, richer
     from ppl.inference.checkpoint import Interrupted
+    from ppl.inference.flow_fit import fit_flow
+    from ppl.methods.flow import FLOW_CANDIDATE
 
     model = first.model
     gaussian = dict.fromkeys((lat.name for lat in model.latents), GAUSSIAN)
@@ -64,9 +72,13 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
             return low_rank(model.log_joint, first.vi, seed=seed, covariance=covariance)
 
         steps.append((LOW_RANK, factored))
+    if model.dim <= FLOW_MAX_DIM:  # from the best Gaussian when k-hat is still > 0.7
+        steps.append((FLOW, lambda: fit_flow(model.log_joint, best.vi, seed=seed)))
     for name, make in steps:
-        if FULL_RANK in made and best.vi is made[FULL_RANK]:
-            break  # a full-rank Gaussian was kept: its family holds the linear-response one
+        if name == FLOW and not best.diagnostics["khat"] > USABLE:
+            break
+        if name != FLOW and FULL_RANK in made and best.vi is made[FULL_RANK]:
+            continue  # a full-rank Gaussian was kept: its family holds the linear-response one
         if name == LOW_RANK and best is not first and best.diagnostics["khat"] <= USABLE:
             break  # the linear-response covariance made q usable
         start = time.perf_counter()
@@ -101,7 +113,8 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
             q.elbo_trace = list(first.vi.elbo_trace) + [
                 (last + 1 + i, e) for i, e in (q.elbo_trace or [(0, theirs)])
             ]
-            best = make_result(model, q, candidate, gaussian, log_joint, rng, draws=draws,
+            how = FLOW_CANDIDATE if name == FLOW else candidate
+            best = make_result(model, q, how, gaussian, log_joint, rng, draws=draws,
                            seed=first.seed, seconds=time.perf_counter() - start + best.seconds,
                            refinement=first.refinement, checked=checked)  # fmt: skip
             best.description = f"auto, then a {name} ({DESCRIPTIONS[name]})"
@@ -124,7 +137,10 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
 FULL_RANK = "full-rank Gaussian"
 LOW_RANK = "low-rank-plus-diagonal Gaussian"
 LINEAR_RESPONSE = "linear-response covariance"
+FLOW = "normalizing flow"
 DESCRIPTIONS = {
+    FLOW: "sinh-arcsinh marginals and affine coupling layers from the best Gaussian, L-BFGS on "
+    "the ELBO over fixed draws",
     LINEAR_RESPONSE: "the mean-field fit's means with J H^-1 J' as covariance",
     FULL_RANK: "L-BFGS on the ELBO over fixed draws",
     LOW_RANK: "L-BFGS on the ELBO over fixed draws",
