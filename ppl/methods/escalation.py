@@ -12,6 +12,7 @@ from ppl.diagnostics.psis import GOOD, USABLE
 from ppl.errors import PplError
 from ppl.families.registry import GAUSSIAN
 from ppl.inference.result import VIResult
+from ppl.methods.flow import FLOW_CANDIDATE
 from ppl.methods.result import FitResult, checked_draws, make_result
 from ppl.progress import start_phase
 
@@ -51,8 +52,6 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
     `candidate` (a Method)."""
     from ppl.inference.auto import linear_response, low_rank, richer
     from ppl.inference.checkpoint import Interrupted
-    from ppl.inference.flow_fit import fit_flow
-    from ppl.methods.flow import FLOW_CANDIDATE
 
     model = first.model
     gaussian = dict.fromkeys((lat.name for lat in model.latents), GAUSSIAN)
@@ -73,10 +72,8 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
 
         steps.append((LOW_RANK, factored))
     if model.dim <= FLOW_MAX_DIM:  # from the best Gaussian when k-hat is still > 0.7
-        steps.append((FLOW, lambda: fit_flow(model.log_joint, best.vi, seed=seed)))
+        steps.append((FLOW, lambda: _flow(model.log_joint, best, seed)))
     for name, make in steps:
-        if name == FLOW and not best.diagnostics["khat"] > USABLE:
-            break
         if name != FLOW and FULL_RANK in made and best.vi is made[FULL_RANK]:
             continue  # a full-rank Gaussian was kept: its family holds the linear-response one
         if name == LOW_RANK and best is not first and best.diagnostics["khat"] <= USABLE:
@@ -113,10 +110,10 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
             q.elbo_trace = list(first.vi.elbo_trace) + [
                 (last + 1 + i, e) for i, e in (q.elbo_trace or [(0, theirs)])
             ]
-            how = FLOW_CANDIDATE if name == FLOW else candidate
-            best = make_result(model, q, how, gaussian, log_joint, rng, draws=draws,
-                           seed=first.seed, seconds=time.perf_counter() - start + best.seconds,
-                           refinement=first.refinement, checked=checked)  # fmt: skip
+            best = make_result(model, q, FLOW_CANDIDATE if name == FLOW else candidate, gaussian,
+                               log_joint, rng, draws=draws, seed=first.seed, checked=checked,
+                               seconds=time.perf_counter() - start + best.seconds,
+                               refinement=first.refinement)  # fmt: skip
             best.description = f"auto, then a {name} ({DESCRIPTIONS[name]})"
         else:
             tried.append(f"a {name} ({q.grad_evals} gradient evaluations) was not better: "
@@ -145,6 +142,16 @@ DESCRIPTIONS = {
     FULL_RANK: "L-BFGS on the ELBO over fixed draws",
     LOW_RANK: "L-BFGS on the ELBO over fixed draws",
 }
+
+
+def _flow(log_joint, best: FitResult, seed: int):
+    """A normalizing flow from the best q's Gaussian (ppl.inference.flow_fit, imported on first
+    use) where its k-hat is still > 0.7; None where the Gaussians made q usable."""
+    if not best.diagnostics["khat"] > USABLE:
+        return None
+    from ppl.inference.flow_fit import fit_flow
+
+    return fit_flow(log_joint, best.vi, seed=seed)
 
 
 def _elbo_text(value) -> str:
