@@ -30,6 +30,8 @@ LOW_RANK_MAX_DIM = 1000
 #: draws, not the posterior, and its check on independent draws refused it (15,000-42,000
 #: gradients spent for nothing).
 FLOW_MAX_DIM = 10
+#: The gradient evaluations a default fit may spend (issue 31); the flow takes what is left.
+FIT_BUDGET = 50_000
 
 
 def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
@@ -74,7 +76,7 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
 
         steps.append((LOW_RANK, factored))
     if model.dim <= FLOW_MAX_DIM:  # from the best Gaussian when k-hat is still > 0.7
-        steps.append((FLOW, lambda: _flow(model.log_joint, best, seed)))
+        steps.append((FLOW, lambda: _flow(model, best, seed, first.vi.grad_evals + spent)))
     for name, make in steps:
         if name != FLOW and FULL_RANK in made and best.vi is made[FULL_RANK]:
             continue  # a full-rank Gaussian was kept: its family holds the linear-response one
@@ -146,14 +148,15 @@ DESCRIPTIONS = {
 }
 
 
-def _flow(log_joint, best: FitResult, seed: int):
+def _flow(model, best: FitResult, seed: int, spent: int):
     """A normalizing flow from the best q's Gaussian (ppl.inference.flow_fit, imported on first
-    use) where its k-hat is still > 0.7; None where the Gaussians made q usable."""
+    use) where its k-hat is still > 0.7, within what is left of FIT_BUDGET after `spent`
+    gradients; None where the Gaussians made q usable."""
     if not best.diagnostics["khat"] > USABLE:
         return None
     from ppl.inference.flow_fit import fit_flow
 
-    return fit_flow(log_joint, best.vi, seed=seed)
+    return fit_flow(model.log_joint, best.vi, seed=seed, budget=FIT_BUDGET - spent)
 
 
 def _elbo_text(value) -> str:
