@@ -8,6 +8,7 @@ import pytest
 from scipy.special import gammaln
 
 import ppl.inference.auto as auto
+import ppl.inference.flow_fit as flow_fit
 import ppl.inference.linear_response as linear_response_module
 import ppl.methods.escalation as escalation
 from ppl.data.build import build
@@ -135,6 +136,7 @@ def test_auto_counts_and_names_the_gradients_of_candidates_that_failed(monkeypat
 
     monkeypatch.setattr(auto, "richer", fails(100))
     monkeypatch.setattr(auto, "linear_response", fails(30))
+    monkeypatch.setattr(flow_fit, "fit_flow", fails(0))  # the flow after them (k-hat > 0.7)
     model, _ = _correlated(D=5, rho=0.9)
     result = fit(model, "auto", seed=1)
     assert "a full-rank Gaussian failed after 100 gradient evaluations (no)" in result.notes[0]
