@@ -85,7 +85,7 @@ def warn_unreliable(result) -> None:
     diag = result.diagnostics
     if diag.get("verdict") == "not reliable" and not diag.get("warned"):
         diag["warned"] = True
-        warnings.warn(unreliable_text(result), UnreliableFitWarning, stacklevel=3)
+        warnings.warn(unreliable_text(result), UnreliableFitWarning, stacklevel=4)
 
 
 def _advice(result) -> str:
