@@ -37,6 +37,8 @@ MORE = 4
 NARROW = 1.25
 #: Largest dimension whose dense Hessian the correlation check forms (D Hessian-vector products).
 MAX_HESSIAN_DIM = 1000
+#: The k-hat fault when no coordinate's weighted moments leave q's.
+TAIL_ONLY = "heavy-tailed importance ratios"
 #: Draws of q whose correlations say which coordinates q ties together (noise ~ 0.03).
 PROBE_DRAWS, DEPENDENT = 1000, 0.2
 #: Over the k-hat threshold, a coordinate whose weighted mean moved more than SHIFT q-sds, or
@@ -63,11 +65,16 @@ def judge(result, log_joint, rng: np.random.Generator) -> None:
     faults += [dict(f) for f in polish.get("faults") or []]
     threshold = diag["khat_threshold"]
     verdict = "good" if khat <= GOOD else "usable" if khat <= threshold else "not reliable"
+    if verdict == "not reliable" and diag.get("tail_only"):
+        verdict = "usable"
     if faults:
         verdict = "not reliable"
     diag["verdict"], diag["faults"] = verdict, faults
     diag["psis_summaries"] = bool(
-        verdict == "usable" and diag.get("log_weights") is not None and _stable(result)
+        verdict == "usable"
+        and khat <= threshold
+        and diag.get("log_weights") is not None
+        and _stable(result)
     )
     if verdict == "not reliable":
         result.warnings.append(unreliable_text(result))
@@ -116,7 +123,17 @@ def _settled_khat(result, log_joint, rng, faults: list[dict]) -> float:
             diag.update(khat_output_draws=diag["khat"], khat=khat, khat_draws=MORE * S,
                         khat_threshold=khat_threshold(MORE * S))  # fmt: skip
             if not khat <= diag["khat_threshold"]:
-                faults.append(_tail_fault(result, zeta, more["log_weights"], khat))
+                fault = _tail_fault(result, zeta, more["log_weights"], khat)
+                if fault["how"] == TAIL_ONLY and khat < 1:
+                    diag["tail_only"] = True  # the weighted moments agree with q's: usable
+                    result.warnings.append(
+                        f"PSIS k-hat {khat:.2f} from {MORE * S} draws is over "
+                        f"{diag['khat_threshold']:.2f}, but the importance-weighted means and sds "
+                        f"of those draws agree with q's (within {SHIFT} sd, ratios within "
+                        f"{NARROW}x): q's summaries are usable; its far tails are not"
+                    )
+                else:
+                    faults.append(fault)
             return khat
     if over:
         faults.append(_tail_fault(result, None, None, khat))
@@ -127,7 +144,7 @@ def _tail_fault(result, zeta, log_weights, khat: float) -> dict:
     """The k-hat fault, naming the coordinates whose importance-weighted moments leave q's."""
     detail = (f"PSIS k-hat {khat:.2f} over {result.diagnostics['khat_threshold']:.2f}: the "
               "ratios p / q of q's draws have a heavy tail, q misses posterior mass")  # fmt: skip
-    names, how = [], "heavy-tailed importance ratios"
+    names, how = [], TAIL_ONLY
     if zeta is not None:
         w = np.exp(log_weights - np.max(log_weights))
         w /= w.sum()
