@@ -37,6 +37,8 @@ MORE = 4
 NARROW = 1.25
 #: Largest dimension whose dense Hessian the correlation check forms (D Hessian-vector products).
 MAX_HESSIAN_DIM = 1000
+#: A weighted sd beyond this factor of q's, in both halves of the draws, is a fault.
+FAR = 2.0
 #: The k-hat fault when no coordinate's weighted moments leave q's.
 TAIL_ONLY = "heavy-tailed importance ratios"
 #: Draws of q whose correlations say which coordinates q ties together (noise ~ 0.03).
@@ -61,6 +63,8 @@ def judge(result, log_joint, rng: np.random.Generator) -> None:
     faults: list[dict] = []
     khat = _settled_khat(result, log_joint, rng, faults)
     faults += _hidden_correlation(result, log_joint, rng)
+    if khat <= diag["khat_threshold"]:
+        faults += _reweighted_moments(result)
     polish = getattr(result.vi, "polish", None) or {}
     faults += [dict(f) for f in polish.get("faults") or []]
     threshold = diag["khat_threshold"]
@@ -220,6 +224,49 @@ def understated_sd(precision: np.ndarray, label: np.ndarray) -> np.ndarray | Non
         idx = np.flatnonzero(label == c)
         blockwise[idx] = np.diag(np.linalg.inv(A[np.ix_(idx, idx)]))
     return np.sqrt(np.maximum(marginal / blockwise, 1.0))
+
+
+def _reweighted_moments(result) -> list[dict]:
+    """Where the weights are reliable (k-hat under the threshold), the PSIS-weighted sd of a
+    parameter's output draws against q's own: a ratio beyond FAR in both halves of the draws
+    (so not noise) is q "too wide" or "too narrow". Catches a q whose bulk sits where the
+    posterior has little mass on the constrained scale (a gamma(0.01, 1.01) posterior: q's mean
+    of lambda 10^4, the posterior's 0.01, k-hat under 0.5)."""
+    lw = result.diagnostics.get("log_weights")
+    if lw is None:
+        return []
+    lw = np.asarray(lw, dtype=float)
+    half = len(lw) // 2
+    if half < 50:
+        return []
+    wide, narrow = [], []
+    for lat in result.model.latents:
+        x = result.draws.get(lat.name)
+        if x is None or lat.binary or lat.hyper or len(x) != len(lw):
+            continue
+        x = np.asarray(x, dtype=float).reshape(len(x), -1)
+        ratios = [_sd_ratio(x[part], lw[part]) for part in (slice(0, half), slice(half, None))]
+        if all(np.any(r < 1 / FAR) for r in ratios):
+            wide.append(lat.name)
+        elif all(np.any(r > FAR) for r in ratios):
+            narrow.append(lat.name)
+    detail = ("the PSIS-weighted sd of its draws is {} than q's in both halves of the draws: q's "
+              "mass sits where the posterior's does not")  # fmt: skip
+    return [{"parameters": names, "how": how, "detail": detail.format(f"{word} {FAR}x")}
+            for names, how, word in ((wide, "too wide", "under 1 /"), (narrow, "too narrow",
+                                     "over"))
+            if names]  # fmt: skip
+
+
+def _sd_ratio(x: np.ndarray, lw: np.ndarray) -> np.ndarray:
+    """Per column, the importance-weighted sd over the plain sd (1 where q's sd is 0)."""
+    w = np.exp(lw - lw.max())
+    w /= w.sum()
+    m = w @ x
+    wsd = np.sqrt(np.maximum(w @ (x - m) ** 2, 0.0))
+    sd = x.std(axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(sd > 0, wsd / sd, 1.0)
 
 
 def _names(result, mask) -> list[str]:
