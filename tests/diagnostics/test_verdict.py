@@ -178,6 +178,18 @@ def test_truncated_normal_is_named():
                for f in diag["faults"])  # fmt: skip
 
 
+def test_tiny_gamma_posterior_is_named():
+    """lambda ~ gamma(0.01, 1.01), exact mean 0.0099 and sd 0.099; the default fit's mean was
+    about 3e4 with k-hat under 0.5 (issue 31)."""
+    src = "parameters { real<lower=0> lambda; } model { lambda ~ gamma(0.01, 1.01); }"
+    result = fit(_model(src, {}), "auto", seed=1)
+    x = np.asarray(result.draws["lambda"], dtype=float)
+    if abs(x.mean() - 0.0099) <= 0.0099 and abs(x.std() / 0.099 - 1) <= 0.2:
+        return
+    assert result.diagnostics["verdict"] == "not reliable"
+    assert any("lambda" in f["parameters"] for f in result.diagnostics["faults"])
+
+
 @pytest.mark.parametrize(
     "src, data, method",
     [
