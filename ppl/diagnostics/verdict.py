@@ -1,17 +1,19 @@
 """The verdict on a fit: good, usable or not reliable, and which parameters are at fault and how.
 
-Three independent checks, each able to make a fit "not reliable":
+Four independent checks, each able to make a fit "not reliable" (docs/diagnostics.md):
 
 - PSIS k-hat (ppl.diagnostics.psis) against its threshold at S draws, min(1 - 1/log10 S, 0.7)
   (Vehtari et al. 2024). k-hat from S draws is noisy: when it lands within NEAR of 0.5 or of the
   threshold, it is recomputed from MORE times as many fresh draws of q (log-density evaluations
   only; the output draws stay as asked). Over the threshold, the importance-weighted moments of
-  those draws against q's own name the coordinates at fault.
-- Hidden correlation, for a factorised (mean-field) q: a posterior whose coordinates are
-  correlated is one no factorised q can match, and the optimum's sds are too small by
-  sqrt((A^-1)_ii A_ii) for the precision A = -H at q's mean (ppl.diagnostics.correlation).
-  PSIS misses this: q sits inside the posterior, so its ratios p / q have a light tail. A factor
-  over NARROW names the coordinate "too narrow".
+  those draws against q's own name the coordinates at fault (none moved, k-hat < 1: usable).
+- Hidden correlation, for a q independent across coordinates the posterior correlates
+  (mean-field): its optimum's sds are too small by sqrt((A^-1)_ii / ((A_bb)^-1)_ii) for the
+  precision A = -H at q's mean and i's block b in q (ppl.diagnostics.correlation for blocks of
+  one). PSIS misses this: q sits inside the posterior, so its ratios p / q have a light tail. A
+  factor over NARROW names the coordinate "too narrow".
+- Reweighted sds of the output draws against q's, where k-hat allows weights (see
+  _reweighted_moments).
 - The road's own findings (`vi.polish["faults"]`: an unbounded density, a second mode, ...).
 """
 
