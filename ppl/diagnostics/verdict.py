@@ -102,11 +102,14 @@ def warn_unreliable(result) -> None:
 
 
 def _advice(result) -> str:
-    if result.diagnostics.get("q_blocks", 1) > 1:
+    """Advice the fit has not already taken: a full-rank family only after a factorised q."""
+    blocks = result.diagnostics.get("q_blocks")
+    if blocks is not None and blocks > 1:
         return ("A full-rank family (--method fullrank) can follow correlations; check it against "
                 "a sampler (NUTS) where you can.")  # fmt: skip
-    return ("q was already a full-rank Gaussian: reparameterise the model (non-centred "
-            "scales, better-identified parameters) or check against a sampler (NUTS).")  # fmt: skip
+    done = "q already followed every correlation: " if blocks == 1 else ""
+    return (f"{done}reparameterise the model (non-centred scales, better-identified "
+            "parameters, proper priors) or check against a sampler (NUTS).")  # fmt: skip
 
 
 def _settled_khat(result, log_joint, rng, faults: list[dict]) -> float:

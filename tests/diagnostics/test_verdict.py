@@ -106,6 +106,8 @@ def test_advice_never_repeats_what_the_fit_did():
         diagnostics = {"q_blocks": 1}
 
     assert "--method fullrank" not in _advice(R())
+    R.diagnostics = {}  # the correlation check did not run (one coordinate, D > 1000)
+    assert "--method fullrank" not in _advice(R())
     R.diagnostics = {"q_blocks": 2}
     assert "--method fullrank" in _advice(R())
 
