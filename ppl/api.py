@@ -18,11 +18,19 @@ import numpy as np
 
 from ppl.data.files import PythonValues, load_data, open_data_file
 from ppl.data.specs import data_specs
+from ppl.diagnostics.verdict import warn_unreliable
 from ppl.errors import PplError
 from ppl.language.frontend import load_model, model_from_text
 from ppl.methods import DEFAULTS, FitResult
 from ppl.outputs.files import write_outputs
-from ppl.outputs.report import PER_DRAW, diagnostics_lines, fit_info, header_lines, psis_weights
+from ppl.outputs.report import (
+    PER_DRAW,
+    diagnostics_lines,
+    fit_info,
+    header_lines,
+    psis_weights,
+    summaries_text,
+)
 from ppl.outputs.summary import SUMMARY_HEADER, format_table, summarise
 from ppl.pipeline import check_finite_result
 from ppl.pipeline import fit as run_fit
@@ -112,6 +120,7 @@ class Model:
         """`result` checked (refused when it produced nothing usable, marked not converged when
         its numbers say so: ppl.diagnostics.trust) and wrapped for reading."""
         check_finite_result(result)
+        warn_unreliable(result)  # UnreliableFitWarning, once per fit
         return Fit(result, model=self.filename, data=data, iterations=iterations, psis=psis,
                    engine=engine)  # fmt: skip
 
@@ -135,6 +144,16 @@ class Fit:
     def khat(self) -> float:
         """PSIS k-hat of q against the model (<= 0.5 good, <= 0.7 usable, > 0.7 not reliable)."""
         return float(self.result.diagnostics["khat"])
+
+    @property
+    def verdict(self) -> str:
+        """good | usable | not reliable (ppl.diagnostics.verdict), as the console and fit.json."""
+        return str(self.result.diagnostics.get("verdict"))
+
+    @property
+    def faults(self) -> list[dict]:
+        """What makes the fit not reliable: {"parameters": [latent names], "how", "detail"}."""
+        return [dict(f) for f in self.result.diagnostics.get("faults", [])]
 
     @property
     def elbo(self) -> float:
@@ -181,7 +200,7 @@ class Fit:
     def summary(self):
         """A pandas DataFrame indexed by Stan's element names (`theta[1]`), with the CLI's
         columns: mean, mcse, sd, q5, q50, q95 (importance-weighted when fitted with psis=True
-        and k-hat allowed it)."""
+        and k-hat allowed it, or by default where the verdict made them PSIS-corrected)."""
         try:
             import pandas as pd
         except ModuleNotFoundError:
@@ -212,14 +231,16 @@ class Fit:
         """What `ppl fit` prints: the fit's header lines, families and the summary table."""
         lines = header_lines(self.result, iterations=self.iterations)
         lines += diagnostics_lines(self.result)
-        if self.log_weights is not None:
-            lines.append("summaries: importance-weighted (--psis)")
+        summaries = summaries_text(self.result, self.log_weights)
+        if summaries:
+            lines.append(summaries)
         lines += [f"  q({name}): {fam}" for name, fam in self.result.families.items()]
         table = format_table(summarise(self.result.draws, self.log_weights), max_rows)
         return "\n".join([*lines, "", table])
 
     def __repr__(self) -> str:
-        return f"<ppl.Fit {self.method}: ELBO {self.elbo:.6g}, k-hat {self.khat:.2f}>"
+        return (f"<ppl.Fit {self.method}: ELBO {self.elbo:.6g}, k-hat {self.khat:.2f}, "
+                f"{self.verdict}>")  # fmt: skip
 
     def __str__(self) -> str:
         return self.report()
@@ -234,8 +255,11 @@ def _inference_data(variables: dict[str, np.ndarray], diagnostics: dict):
     dims = {name: [f"{name}_dim_{i}" for i in range(v.ndim - 1)]
             for name, v in variables.items()}  # fmt: skip
     groups = {"posterior": posterior, "dims": dims}
-    stats = {k: np.asarray(diagnostics[key])[None, :] for k, key in
-             (("log_p", "log_p"), ("log_q", "log_q")) if diagnostics.get(key) is not None}
+    stats = {
+        k: np.asarray(diagnostics[key])[None, :]
+        for k, key in (("log_p", "log_p"), ("log_q", "log_q"))
+        if diagnostics.get(key) is not None
+    }
     if stats:
         groups["sample_stats"] = stats
     if "log_lik" in variables:

@@ -457,7 +457,7 @@ def _pointing_to(checkpointer):
 
 def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
     from ppl.api import Model
-    from ppl.outputs.report import diagnostics_lines, header_lines
+    from ppl.outputs.report import diagnostics_lines, header_lines, summaries_text
     from ppl.outputs.summary import format_table, summarise
 
     checkpointer, signals = _checkpointer(args)
@@ -503,8 +503,9 @@ def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
         print(f"checkpoint: {checkpointer.path}, every {checkpointer.every} iterations{resumed}")
     for line in diagnostics_lines(result):
         print(line)
-    if done.log_weights is not None:
-        print("summaries: importance-weighted (--psis)")
+    summaries = summaries_text(result, done.log_weights)
+    if summaries:
+        print(summaries)
     for name, fam in result.families.items():
         print(f"  q({name}): {fam}")
     print()

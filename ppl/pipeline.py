@@ -9,6 +9,7 @@ from functools import partial
 import numpy as np
 
 from ppl.diagnostics.trust import check_result, refuse_improper
+from ppl.diagnostics.verdict import judge
 from ppl.errors import ModelError
 from ppl.families.choice import choose_families
 from ppl.limits import check_values
@@ -55,7 +56,9 @@ def fit(model: CompiledModel, method: str = DEFAULTS["method"], **options) -> Fi
     result = make_result(model, fitted.vi, fitted.how, fitted.chosen, log_joint, rng,
                          draws=o.draws, seed=o.seed, seconds=seconds,
                          refinement=fitted.refinement, elbo_rows=fitted.elbo_rows)  # fmt: skip
-    return how.finish(result, fitted, log_joint, rng, o, fit)
+    result = how.finish(result, fitted, log_joint, rng, o, fit)
+    judge(result, log_joint, rng)  # after every method's afterthoughts (ppl.diagnostics.verdict)
+    return result
 
 
 def check_options(model: CompiledModel, how: Method, o: FitOptions) -> None:

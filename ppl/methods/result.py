@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ppl.diagnostics.psis import USABLE, check_fit
+from ppl.diagnostics.psis import check_fit
 from ppl.families.choice import family_of
 from ppl.inference.result import VIResult
 from ppl.runtime.compiler import CompiledModel
@@ -57,19 +57,12 @@ def make_result(model, vi, how, chosen, log_joint, rng, *, draws, seed, seconds,
         if np.issubdtype(arr.dtype, np.floating) and not np.all(np.isfinite(arr)):
             bad = int(np.sum(~np.isfinite(arr).reshape(arr.shape[0], -1).all(axis=1)))
             vi.warnings.append(f"{bad} of {draws} draws of '{name}' are not finite")
-    if diagnostics["khat"] > USABLE:
-        vi.warnings.append(
-            f"PSIS k-hat = {diagnostics['khat']:.2f} > {USABLE}: the importance ratios "
-            "p / q of q's draws have heavy tails, so q is not a reliable approximation of the "
-            "posterior (Yao et al. 2018). Try a richer family (--method fullrank or dsvi), more "
-            "iterations or a smaller --tol-rel-obj, and compare."
-        )
     rejected = int(np.sum(np.isneginf(diagnostics["log_p"])))
     if rejected and model.last_rejection is not None:
         vi.warnings.append(
             f"{rejected} of {len(diagnostics['log_p'])} draws of q were rejected by reject() "
             f"(density zero there; a Gaussian q cannot keep out of a region the model "
-            f"rejects), e.g. \"{model.last_rejection.splitlines()[0][:300]}\""
+            f'rejects), e.g. "{model.last_rejection.splitlines()[0][:300]}"'
         )
     labels = {lat.name: family_of(lat, how.families, chosen[lat.name]) for lat in model.latents}
     seconds += time.perf_counter() - start

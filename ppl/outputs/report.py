@@ -45,26 +45,51 @@ def header_lines(result, *, iterations: int, rows: str = "") -> list[str]:
 
 
 def diagnostics_lines(result) -> list[str]:
+    """PSIS, the verdict (ppl.diagnostics.verdict) with its faults, and auto's notes."""
     diag = result.diagnostics
     mc = ""
     if diag.get("elbo") is not None:
         mc = f"; ELBO from these draws {diag['elbo']:.6g} +- {diag['elbo_mcse']:.2g} (MCSE)"
-    lines = [f"PSIS k-hat: {diag['khat']:.2f} ({diag['verdict']}: <= 0.5 good, <= 0.7 usable, "
-             f"> 0.7 not reliable; {diag['draws']} draws{mc})"]  # fmt: skip
+    threshold = diag.get("khat_threshold", USABLE)
+    more = f", k-hat from {diag['khat_draws']} draws" if diag.get("khat_draws") else ""
+    lines = [f"PSIS k-hat: {diag['khat']:.2f} (<= 0.5 good, <= {threshold:.2f} usable, above "
+             f"not reliable; {diag['draws']} draws{more}{mc})"]  # fmt: skip
+    lines.append(f"verdict: {verdict_text(result)}")
     lines += [f"note: {note}" for note in result.notes]
     return lines
 
 
-def psis_weights(result, wanted: bool):
-    """--psis: the smoothed log weights when k-hat allows them, else None (and a warning)."""
+def verdict_text(result) -> str:
+    """The verdict in one line: good | usable | not reliable, with the faults named."""
     diag = result.diagnostics
+    faults = diag.get("faults") or []
+    named = "; ".join(f"{', '.join(f['parameters'])}: {f['how']}" for f in faults)
+    return f"{diag['verdict']}" + (f" ({named})" if named else "")
+
+
+def summaries_text(result, log_weights) -> str | None:
+    """The "summaries:" line when they are importance-weighted, saying why."""
+    if log_weights is None:
+        return None
+    if result.diagnostics.get("psis_summaries"):
+        return ("summaries: PSIS-corrected (k-hat between 0.5 and the threshold, and the "
+                "weighted means of the two halves of the draws agree; by default)")  # fmt: skip
+    return "summaries: importance-weighted (--psis)"
+
+
+def psis_weights(result, wanted: bool):
+    """The smoothed log weights for the summaries: asked for (--psis) when k-hat allows them,
+    or by default where the verdict found them needed and stable; else None."""
+    diag = result.diagnostics
+    if diag.get("psis_summaries") and diag.get("log_weights") is not None:
+        return diag["log_weights"]
     if not wanted:
         return None
-    if diag["khat"] <= USABLE and diag.get("log_weights") is not None:
+    if diag["khat"] <= diag.get("khat_threshold", USABLE) and diag.get("log_weights") is not None:
         return diag["log_weights"]
     result.warnings.append(
-        f"--psis: k-hat {diag['khat']:.2f} > {USABLE}, importance weights are not "
-        "reliable; the summaries are q's own"
+        f"--psis: k-hat {diag['khat']:.2f} > {diag.get('khat_threshold', USABLE):.2f}, "
+        "importance weights are not reliable; the summaries are q's own"
     )
     return None
 
@@ -74,8 +99,8 @@ def variational_parameters(result) -> dict:
     return result.how.variational_parameters(result)
 
 
-#: Per-draw arrays of the diagnostics that go to draws.csv, not to fit.json.
-PER_DRAW = ("log_weights", "log_p", "log_q")
+#: Per-draw arrays of the diagnostics that go to draws.csv, not to fit.json; and bookkeeping.
+PER_DRAW = ("log_weights", "log_p", "log_q", "judged", "warned")
 
 
 def fit_info(result, *, model: str, data: list[str], draws: int, engine: str = "embedded",
@@ -93,6 +118,8 @@ def fit_info(result, *, model: str, data: list[str], draws: int, engine: str = "
         "elbo_rows": result.elbo_rows,
         "psis": {k: v for k, v in result.diagnostics.items() if k not in PER_DRAW},
         "psis_weighted_summaries": weighted,
+        "verdict": result.diagnostics.get("verdict"),
+        "faults": result.diagnostics.get("faults", []),
         "notes": result.notes,
         "converged": vi.converged,
         "seed": result.seed,

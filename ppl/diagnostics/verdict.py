@@ -1,0 +1,306 @@
+"""The verdict on a fit: good, usable or not reliable, and which parameters are at fault and how.
+
+Four independent checks, each able to make a fit "not reliable" (docs/diagnostics.md):
+
+- PSIS k-hat (ppl.diagnostics.psis) against its threshold at S draws, min(1 - 1/log10 S, 0.7)
+  (Vehtari et al. 2024). k-hat from S draws is noisy: when it lands within NEAR of 0.5 or of the
+  threshold, it is recomputed from MORE times as many fresh draws of q (log-density evaluations
+  only; the output draws stay as asked). Over the threshold, the importance-weighted moments of
+  those draws against q's own name the coordinates at fault (none moved, k-hat < 1: usable).
+- Hidden correlation, for a q independent across coordinates the posterior correlates
+  (mean-field): its optimum's sds are too small by sqrt((A^-1)_ii / ((A_bb)^-1)_ii) for the
+  precision A = -H at q's mean and i's block b in q (ppl.diagnostics.correlation for blocks of
+  one). PSIS misses this: q sits inside the posterior, so its ratios p / q have a light tail. A
+  factor over NARROW names the coordinate "too narrow".
+- Reweighted sds of the output draws against q's, where k-hat allows weights (see
+  _reweighted_moments).
+- The road's own findings (`vi.polish["faults"]`: an unbounded density, a second mode, ...).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import connected_components
+
+from ppl.diagnostics.psis import GOOD, USABLE, check_fit
+from ppl.errors import UnreliableFitWarning
+from ppl.inference.hessian import hessian_by_hvp
+from ppl.limits import over_budget
+
+#: k-hat within this of 0.5 or of the threshold is redrawn from MORE times as many draws.
+NEAR = 0.1
+MORE = 4
+#: A mean-field sd too small by more than this factor is a fault (the benchmark's "good" allows
+#: sd ratios down to 1 / 1.25 = 0.8).
+NARROW = 1.25
+#: Largest dimension whose dense Hessian the correlation check forms (D Hessian-vector products).
+MAX_HESSIAN_DIM = 1000
+#: A weighted sd beyond this factor of q's, in both halves of the draws, is a fault.
+FAR = 2.0
+#: The k-hat fault when no coordinate's weighted moments leave q's.
+TAIL_ONLY = "heavy-tailed importance ratios"
+#: Draws of q whose correlations say which coordinates q ties together (noise ~ 0.03).
+PROBE_DRAWS, DEPENDENT = 1000, 0.2
+#: Over the k-hat threshold, a coordinate whose weighted mean moved more than SHIFT q-sds, or
+#: whose weighted sd is outside [1 / NARROW, NARROW] times q's, is named.
+SHIFT = 0.3
+
+
+def khat_threshold(draws: int) -> float:
+    """The k-hat above which S draws cannot give a reliable importance-sampling estimate."""
+    return min(1.0 - 1.0 / math.log10(max(draws, 11)), USABLE)
+
+
+def judge(result, log_joint, rng: np.random.Generator) -> None:
+    """Set result.diagnostics["verdict"] (good | usable | not reliable) and ["faults"] (a list
+    of {"parameters", "how", "detail"}); add one warning naming them when not reliable."""
+    diag = result.diagnostics
+    if diag.get("judged"):
+        return  # a refit's result (auto's full-rank candidate), judged by its own fit
+    diag["judged"] = True
+    faults: list[dict] = []
+    khat = _settled_khat(result, log_joint, rng, faults)
+    faults += _hidden_correlation(result, log_joint, rng)
+    if khat <= diag["khat_threshold"]:
+        faults += _reweighted_moments(result)
+    polish = getattr(result.vi, "polish", None) or {}
+    faults += [dict(f) for f in polish.get("faults") or []]
+    threshold = diag["khat_threshold"]
+    verdict = "good" if khat <= GOOD else "usable" if khat <= threshold else "not reliable"
+    if verdict == "not reliable" and diag.get("tail_only"):
+        verdict = "usable"
+    if faults:
+        verdict = "not reliable"
+    diag["verdict"], diag["faults"] = verdict, faults
+    diag["psis_summaries"] = bool(
+        verdict == "usable"
+        and khat <= threshold
+        and diag.get("log_weights") is not None
+        and _stable(result)
+    )
+    if verdict == "not reliable":
+        result.warnings.append(unreliable_text(result))
+
+
+def unreliable_text(result) -> str:
+    """The warning of a fit judged not reliable: the faults, then advice the fit did not take."""
+    parts = [f"{', '.join(f['parameters']) or 'q'}: {f['how']} ({f['detail']})"
+             for f in result.diagnostics["faults"]]  # fmt: skip
+    return f"the fit is not reliable: {'; '.join(parts)}. {_advice(result)}"
+
+
+def warn_unreliable(result) -> None:
+    """The API's UnreliableFitWarning, once per fit."""
+    diag = result.diagnostics
+    if diag.get("verdict") == "not reliable" and not diag.get("warned"):
+        diag["warned"] = True
+        warnings.warn(unreliable_text(result), UnreliableFitWarning, stacklevel=4)
+
+
+def _advice(result) -> str:
+    """Advice the fit has not already taken: a full-rank family only after a factorised q."""
+    blocks = result.diagnostics.get("q_blocks")
+    if blocks is not None and blocks > 1:
+        return ("A full-rank family (--method fullrank) can follow correlations; check it against "
+                "a sampler (NUTS) where you can.")  # fmt: skip
+    done = "q already followed every correlation: " if blocks == 1 else ""
+    return (f"{done}reparameterise the model (non-centred scales, better-identified "
+            "parameters, proper priors) or check against a sampler (NUTS).")  # fmt: skip
+
+
+def _settled_khat(result, log_joint, rng, faults: list[dict]) -> float:
+    """k-hat of the output draws, redrawn from MORE times as many when it is near a threshold
+    (or over it, to name the coordinates at fault)."""
+    diag = result.diagnostics
+    S, khat = int(diag["draws"]), float(diag["khat"])
+    diag["khat_threshold"] = khat_threshold(S)
+    near = min(abs(khat - GOOD), abs(khat - diag["khat_threshold"])) < NEAR
+    over = not khat <= diag["khat_threshold"]
+    dim = int(np.size(result.vi.sample(np.random.default_rng(0), 1), axis=1))
+    if (near or over) and not over_budget("verdict draws", float(MORE * S) * dim):
+        try:
+            zeta = result.vi.sample(rng, MORE * S)
+            more = check_fit(log_joint, result.vi.log_q, zeta)
+        except (ValueError, FloatingPointError, ArithmeticError, MemoryError):
+            more = None
+        if more is not None and more["log_weights"] is not None:
+            khat = float(more["khat"])
+            diag.update(khat_output_draws=diag["khat"], khat=khat, khat_draws=MORE * S,
+                        khat_threshold=khat_threshold(MORE * S))  # fmt: skip
+            if not khat <= diag["khat_threshold"]:
+                fault = _tail_fault(result, zeta, more["log_weights"], khat)
+                if fault["how"] == TAIL_ONLY and khat < 1:
+                    diag["tail_only"] = True  # the weighted moments agree with q's: usable
+                    result.warnings.append(
+                        f"PSIS k-hat {khat:.2f} from {MORE * S} draws is over "
+                        f"{diag['khat_threshold']:.2f}, but the importance-weighted means and sds "
+                        f"of those draws agree with q's (within {SHIFT} sd, ratios within "
+                        f"{NARROW}x): q's summaries are usable; its far tails are not"
+                    )
+                else:
+                    faults.append(fault)
+            return khat
+    if over:
+        faults.append(_tail_fault(result, None, None, khat))
+    return khat
+
+
+def _tail_fault(result, zeta, log_weights, khat: float) -> dict:
+    """The k-hat fault, naming the coordinates whose importance-weighted moments leave q's."""
+    detail = (f"PSIS k-hat {khat:.2f} over {result.diagnostics['khat_threshold']:.2f}: the "
+              "ratios p / q of q's draws have a heavy tail, q misses posterior mass")  # fmt: skip
+    names, how = [], TAIL_ONLY
+    if zeta is not None:
+        w = np.exp(log_weights - np.max(log_weights))
+        w /= w.sum()
+        mean, sd = zeta.mean(axis=0), zeta.std(axis=0)
+        wmean = w @ zeta
+        wsd = np.sqrt(np.maximum(w @ (zeta - wmean) ** 2, 0.0))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            shift, ratio = np.abs(wmean - mean) / sd, wsd / sd
+        wide, narrow = ratio < 1 / NARROW, ratio > NARROW
+        moved = shift > SHIFT
+        names = _names(result, wide | narrow | moved)
+        kinds = [k for k, m in (("too narrow", narrow), ("too wide", wide), ("shifted", moved))
+                 if m.any()]  # fmt: skip
+        if kinds:
+            how = ", ".join(kinds)
+    return {"parameters": names or _names(result, None), "how": how, "detail": detail}
+
+
+def _hidden_correlation(result, log_joint, rng) -> list[dict]:
+    """A q that factorises over blocks of coordinates where the posterior correlates them:
+    its sds are too small (see above). The blocks are where q's own draws correlate."""
+    if any(lat.binary for lat in result.model.latents):
+        return []
+    probe = np.asarray(result.vi.sample(rng, PROBE_DRAWS), dtype=float)
+    dim = probe.shape[1]
+    sd = probe.std(axis=0)
+    free = np.isfinite(sd) & (sd > 0)
+    if free.sum() < 2 or dim > MAX_HESSIAN_DIM or not np.all(np.isfinite(probe[:, free])):
+        return []
+    try:
+        with np.errstate(all="ignore"):
+            A = -hessian_by_hvp(log_joint, probe.mean(axis=0))
+    except Exception:  # noqa: BLE001 - a model without second derivatives: no check, no fault
+        return []
+    linked = np.abs(np.nan_to_num(np.corrcoef(probe[:, free], rowvar=False))) > DEPENDENT
+    blocks, label = connected_components(csr_matrix(linked), directed=False)
+    result.diagnostics["q_blocks"] = int(blocks)
+    factor = understated_sd(A[np.ix_(free, free)], label)
+    if factor is None:
+        return []
+    full = np.ones(dim)
+    full[free] = factor
+    result.diagnostics["sd_understated"] = float(full.max())
+    bad = full > NARROW
+    if not bad.any():
+        return []
+    return [{
+        "parameters": _names(result, bad),
+        "how": "too narrow",
+        "detail": (f"the posterior correlates these coordinates, which q, independent across "
+                   f"them, cannot follow: its sds are too small by up to {full.max():.2g}x "
+                   "(the curvature -H at q's mean)"),
+    }]  # fmt: skip
+
+
+def understated_sd(precision: np.ndarray, label: np.ndarray) -> np.ndarray | None:
+    """Per coordinate, sqrt((A^-1)_ii / ((A_bb)^-1)_ii) for the posterior precision A, where b is
+    the block of coordinates (`label`) q ties i to (q independent across blocks, each block's
+    optimum matching A_bb): the factor by which q's sd is too small. 1 for a full-rank q;
+    hidden_correlation's factor for a mean-field q. None when A is not positive definite."""
+    A = np.asarray(precision, dtype=float)
+    if not np.all(np.isfinite(A)) or np.any(np.diag(A) <= 0):
+        return None
+    d = np.sqrt(np.diag(A))
+    A = 0.5 * (A + A.T) / np.outer(d, d)
+    try:
+        L = np.linalg.cholesky(A)
+    except np.linalg.LinAlgError:
+        return None
+    marginal = np.sum(np.linalg.inv(L) ** 2, axis=0)
+    blockwise = np.empty(len(A))
+    for c in np.unique(label):
+        idx = np.flatnonzero(label == c)
+        blockwise[idx] = np.diag(np.linalg.inv(A[np.ix_(idx, idx)]))
+    return np.sqrt(np.maximum(marginal / blockwise, 1.0))
+
+
+def _reweighted_moments(result) -> list[dict]:
+    """Where the weights are reliable (k-hat under the threshold), the PSIS-weighted sd of a
+    parameter's output draws against q's own: a ratio beyond FAR in both halves of the draws
+    (so not noise) is q "too wide" or "too narrow". Catches a q whose bulk sits where the
+    posterior has little mass on the constrained scale (a gamma(0.01, 1.01) posterior: q's mean
+    of lambda 10^4, the posterior's 0.01, k-hat under 0.5)."""
+    lw = result.diagnostics.get("log_weights")
+    if lw is None:
+        return []
+    lw = np.asarray(lw, dtype=float)
+    half = len(lw) // 2
+    if half < 50:
+        return []
+    wide, narrow = [], []
+    for lat in result.model.latents:
+        x = result.draws.get(lat.name)
+        if x is None or lat.binary or lat.hyper or len(x) != len(lw):
+            continue
+        x = np.asarray(x, dtype=float).reshape(len(x), -1)
+        ratios = [_sd_ratio(x[part], lw[part]) for part in (slice(0, half), slice(half, None))]
+        if all(np.any(r < 1 / FAR) for r in ratios):
+            wide.append(lat.name)
+        elif all(np.any(r > FAR) for r in ratios):
+            narrow.append(lat.name)
+    detail = ("the PSIS-weighted sd of its draws is {} than q's in both halves of the draws: q's "
+              "mass sits where the posterior's does not")  # fmt: skip
+    return [{"parameters": names, "how": how, "detail": detail.format(f"{word} {FAR}x")}
+            for names, how, word in ((wide, "too wide", "under 1 /"), (narrow, "too narrow",
+                                     "over"))
+            if names]  # fmt: skip
+
+
+def _sd_ratio(x: np.ndarray, lw: np.ndarray) -> np.ndarray:
+    """Per column, the importance-weighted sd over the plain sd (1 where q's sd is 0)."""
+    w = np.exp(lw - lw.max())
+    w /= w.sum()
+    m = w @ x
+    wsd = np.sqrt(np.maximum(w @ (x - m) ** 2, 0.0))
+    sd = x.std(axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(sd > 0, wsd / sd, 1.0)
+
+
+def _names(result, mask) -> list[str]:
+    """Latent names of the unconstrained coordinates in `mask` (every latent when None)."""
+    out = []
+    for lat in result.model.latents:
+        if mask is None or np.any(mask[lat.offset : lat.offset + lat.size]):
+            out.append(lat.name)
+    return out
+
+
+def _stable(result) -> bool:
+    """The PSIS-weighted means of the output draws' two halves agree within 3 MCSE."""
+    lw = np.asarray(result.diagnostics["log_weights"], dtype=float)
+    columns = [np.asarray(v, dtype=float).reshape(len(v), -1) for v in result.draws.values()
+               if np.asarray(v).dtype.kind in "fiu" and len(v) == len(lw)]  # fmt: skip
+    if not columns:
+        return False
+    matrix = np.concatenate(columns, axis=1)
+    half = len(lw) // 2
+    if half < 50 or matrix.shape[0] != len(lw):
+        return False
+    est = []
+    for part in (slice(0, half), slice(half, 2 * half)):
+        w = np.exp(lw[part] - lw[part].max())
+        w /= w.sum()
+        m = w @ matrix[part]
+        est.append((m, np.sqrt(w**2 @ (matrix[part] - m) ** 2)))
+    (m1, e1), (m2, e2) = est
+    with np.errstate(invalid="ignore"):
+        ok = np.abs(m1 - m2) <= 3 * np.sqrt(e1**2 + e2**2) + 1e-12 * (1 + np.abs(m1))
+    return bool(np.all(ok))
