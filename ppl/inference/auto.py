@@ -117,7 +117,7 @@ def fit_auto(
     if suspect is None and not mode.spent:
         other, second = second_mode(log_joint, mode, rng, precision, progress=progress,
                                     max_evals=max_evals - spent)  # fmt: skip
-        spent += other.grad_evals
+        spent += other.grad_evals if other is not None else 0
         if second is not None and second["log_density"][1] > second["log_density"][0]:
             second["log_density"] = second["log_density"][::-1]
             second["point"], mode = mode.point, replace(other, grad_evals=mode.grad_evals)

@@ -150,6 +150,8 @@ def fit_fixed_draws(
     controls = len(getattr(family, "control_columns", lambda: [])()) > 0
     eps = whitened_draws(first_draws, family.dim, round_seed)
 
+    budget_ended = False
+
     def spent() -> bool:  # another evaluation on these draws would pass the budget
         return max_evals is not None and counter["evals"] + len(eps) > max_evals
 
@@ -189,6 +191,9 @@ def fit_fixed_draws(
         if not np.isfinite(value) or spent():
             break
         round_seed += 1
+        if max_evals is not None and counter["evals"] + len(eps) * GROWTH > max_evals:
+            budget_ended = True  # no gradient on a larger set within the budget
+            break
         if len(eps) * GROWTH > max_draws:
             # no larger set: whether an independent one of this size would move the optimum
             # says if q settled (a 2000-dimensional Gaussian, solved on 2002 whitened draws,
@@ -203,7 +208,7 @@ def fit_fixed_draws(
             settled = True
             break
     warnings = []
-    if spent():
+    if spent() or budget_ended:
         settled = False
         warnings.append(
             f"the gradient budget ({max_evals} evaluations for this solve) ended it before the "
@@ -217,7 +222,7 @@ def fit_fixed_draws(
                         converged and settled, "L-BFGS",
                         time.perf_counter() - start, warnings, rounds[-1]["draws"])  # fmt: skip
     result.polish = {"rounds": rounds, "objective": objective, "evaluations": counter,
-                     "budget_spent": spent()}  # fmt: skip
+                     "budget_spent": spent() or budget_ended}  # fmt: skip
     return result
 
 
