@@ -108,8 +108,11 @@ def fit_auto(
     """Steps 1-3 above; the result's `polish` dict records the road (mode, rounds, Hessian, and
     what made the mode a suspect). `max_iter` caps every L-BFGS run (--iter), `max_evals` the
     gradients of the whole."""
+    # the mode search leaves the first solve room for a few iterations and the Hessian
+    reserve = 2 * dim + 64 * max(FIRST_DRAWS, dim + 2)
     mode = find_mode(log_joint, init, rng, progress=progress,
-                     max_iter=capped(MODE_MAX_ITER, max_iter), max_evals=max_evals)  # fmt: skip
+                     max_iter=capped(MODE_MAX_ITER, max_iter),
+                     max_evals=max(1, max_evals - reserve))  # fmt: skip
     suspect = unbounded(mode)
     precision = mode_hessian(log_joint, mode.point)
     spent = mode.grad_evals + (2 * dim if precision is not None else 0)
@@ -150,13 +153,15 @@ def fit_auto(
     else:
         names = [max(scores, key=lambda k: scores[k])]
     solved = {}
-    for name in names:
+    for k, name in enumerate(names):
+        share = (max_evals - spent) // (len(names) - k)  # each start solved within its share
+        if solved and share < 2 * first:
+            break
         start_phase(progress, f"the fit from the {name} start")
         coordinates = Preconditioned(family, starts[name], precision)
         result = fit_fixed_draws(log_joint, coordinates, np.zeros(coordinates.size), seed=seed,
                                  first_draws=first, progress=progress,
-                                 max_iter=capped(1000, max_iter),
-                                 max_evals=max_evals - spent)  # fmt: skip
+                                 max_iter=capped(1000, max_iter), max_evals=share)  # fmt: skip
         spent += result.grad_evals
         result.polish["coordinates"], result.polish["optimum"] = coordinates, result.theta
         result.family, result.theta = family, np.asarray(coordinates.theta(result.theta))
