@@ -109,7 +109,7 @@ def fit_auto(
     what made the mode a suspect). `max_iter` caps every L-BFGS run (--iter), `max_evals` the
     gradients of the whole."""
     # the mode search leaves the first solve room for a few iterations and the Hessian
-    reserve = 2 * dim + 64 * max(FIRST_DRAWS, dim + 2)
+    reserve = min(2 * dim + 16 * FIRST_DRAWS, max_evals // 4)
     mode = find_mode(log_joint, init, rng, progress=progress,
                      max_iter=capped(MODE_MAX_ITER, max_iter),
                      max_evals=max(1, max_evals - reserve))  # fmt: skip
