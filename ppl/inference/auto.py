@@ -27,8 +27,16 @@ from ppl.inference.draws import fixed_normal_draws
 from ppl.inference.hessian import hessian_by_hvp
 from ppl.inference.mode import find_mode
 from ppl.inference.result import VIResult
-from ppl.inference.saa import FIRST_DRAWS, Preconditioned, elbo_on, fit_fixed_draws
+from ppl.inference.saa import (
+    FIRST_DRAWS,
+    Preconditioned,
+    elbo_on,
+    fit_fixed_draws,
+    whitened_draws,
+)
 from ppl.inference.sgvb import Block, MixedFamily, SGVBResult
+from ppl.inference.suspect import second_mode, unbounded
+from ppl.progress import start_phase
 
 #: Dense Hessians (from D Hessian-vector products in one batched call) up to this dimension.
 MAX_DENSE_DIM = 1000
@@ -71,6 +79,20 @@ def mode_hessian(log_joint: Callable, point: np.ndarray) -> np.ndarray | None:
     return H if np.all(np.isfinite(H)) else None
 
 
+#: No default fit spends more gradient evaluations than this (mode searches, solves and
+#: escalation together; a solve cut short by it is not converged, and says so).
+GRADIENT_BUDGET = 50_000
+#: The mode search's iteration cap.
+MODE_MAX_ITER = 400
+#: Draws on which the candidate starts' solved fits are compared.
+COMPARE_DRAWS = 256
+
+
+def capped(default: int, max_iter: int | None) -> int:
+    """An iteration cap: the stage's own, or --iter when lower."""
+    return default if max_iter is None else max(1, min(default, int(max_iter)))
+
+
 def fit_auto(
     log_joint: Callable,
     blocks: list[Block],
@@ -80,11 +102,30 @@ def fit_auto(
     *,
     seed: int = 0,
     progress: Callable[[int, float | None], None] | None = None,
+    max_iter: int | None = None,
+    max_evals: int = GRADIENT_BUDGET,
 ) -> SGVBResult:
-    """Steps 1-3 above; the result's `polish` dict records the road (mode, rounds, Hessian)."""
-    mode = find_mode(log_joint, init, rng, progress=progress)
+    """Steps 1-3 above; the result's `polish` dict records the road (mode, rounds, Hessian, and
+    what made the mode a suspect). `max_iter` caps every L-BFGS run (--iter), `max_evals` the
+    gradients of the whole."""
+    # the mode search leaves the first solve room for a few iterations and the Hessian
+    reserve = min(2 * dim + 16 * FIRST_DRAWS, max_evals // 4)
+    mode = find_mode(log_joint, init, rng, progress=progress,
+                     max_iter=capped(MODE_MAX_ITER, max_iter),
+                     max_evals=max(1, max_evals - reserve))  # fmt: skip
+    suspect = unbounded(mode)
     precision = mode_hessian(log_joint, mode.point)
-    hvp_evals = 2 * dim if precision is not None else 0
+    spent = mode.grad_evals + (2 * dim if precision is not None else 0)
+    second = None
+    if suspect is None and not mode.spent:
+        other, second = second_mode(log_joint, mode, rng, precision, progress=progress,
+                                    max_evals=max_evals - spent)  # fmt: skip
+        spent += other.grad_evals if other is not None else 0
+        if second is not None and second["log_density"][1] > second["log_density"][0]:
+            second["log_density"] = second["log_density"][::-1]
+            second["point"], mode = mode.point, replace(other, grad_evals=mode.grad_evals)
+            precision = mode_hessian(log_joint, mode.point)
+            spent += 2 * dim if precision is not None else 0
     curvature = np.diag(precision) if precision is not None else np.ones(dim)
     with np.errstate(divide="ignore"):
         sd = np.where(curvature > 0, 1.0 / np.sqrt(np.abs(curvature)), 1.0)
@@ -98,19 +139,42 @@ def fit_auto(
     }
     probe = fixed_normal_draws(PROBE_DRAWS, dim, seed + 3)
     scores = {name: elbo_on(log_joint, family, th, probe) for name, th in starts.items()}
-    chosen = max(scores, key=lambda k: scores[k])
-    coordinates = Preconditioned(family, starts[chosen], precision)
     # a Gaussian q on more draws than dimensions: whitened, they make the fixed-draw ELBO exact
     # for the quadratic part of log p (a posterior near Gaussian is solved in one round; on 8
     # draws a 200,000-row regression's sds were up to 10% off). Not for gamma blocks, whose
     # draws go through the gamma's quantile: GPFA's max error grew 0.57 -> 0.69 on 64 draws
     gaussian = not any(FAMILIES[b.family].pathwise for b in blocks)
     first = max(FIRST_DRAWS, dim + 2) if gaussian else FIRST_DRAWS
-    result = fit_fixed_draws(log_joint, coordinates, np.zeros(coordinates.size), seed=seed,
-                             first_draws=first, progress=progress)  # fmt: skip
-    result.polish["coordinates"], result.polish["optimum"] = coordinates, result.theta
-    result.family, result.theta = family, np.asarray(coordinates.theta(result.theta))
-    result.grad_evals += mode.grad_evals + hvp_evals
+    if suspect is not None:
+        # the mode is a suspect: both starts are solved, on the same draws, and the higher
+        # final ELBO wins (on the measurement-error model the mode's Gaussian ended 140 nats
+        # below the plain start's fit)
+        names = ["mode", "initial point"]
+    else:
+        names = [max(scores, key=lambda k: scores[k])]
+    solved = {}
+    for k, name in enumerate(names):
+        share = (max_evals - spent) // (len(names) - k)  # each start solved within its share
+        if solved and share < 2 * first:
+            break
+        start_phase(progress, f"the fit from the {name} start")
+        coordinates = Preconditioned(family, starts[name], precision)
+        result = fit_fixed_draws(log_joint, coordinates, np.zeros(coordinates.size), seed=seed,
+                                 first_draws=first, progress=progress,
+                                 max_iter=capped(1000, max_iter), max_evals=share)  # fmt: skip
+        spent += result.grad_evals
+        result.polish["coordinates"], result.polish["optimum"] = coordinates, result.theta
+        result.family, result.theta = family, np.asarray(coordinates.theta(result.theta))
+        solved[name] = result
+    compared = {}
+    if len(solved) > 1:
+        eps = whitened_draws(COMPARE_DRAWS, dim, seed + 11)
+        compared = {n: elbo_on(log_joint, family, r.theta, eps) for n, r in solved.items()}
+        chosen = max(compared, key=lambda k: compared[k])
+    else:
+        chosen = names[0]
+    result = solved[chosen]
+    result.grad_evals = spent
     result.polish.update(
         {
             "mode_gradient_evaluations": mode.grad_evals,
@@ -119,6 +183,10 @@ def fit_auto(
             "hessian_vector_products": dim if precision is not None else 0,
             "start": chosen,
             "probe_elbo": scores,
+            "compared_elbo": compared,
+            "suspect": suspect,
+            "second_mode": second,
+            "budget_spent": spent >= max_evals or mode.spent,
             "mode": mode.point,
             "precision": precision,
             "gaussian_not_gamma": too_sharp,
@@ -147,7 +215,8 @@ def laplace_start(mode: np.ndarray, precision: np.ndarray | None) -> VIResult | 
     return VIResult("fullrank", np.array(mode, float), L, [], -np.inf, 0, 0, False, 0.0, 0.0)
 
 
-def linear_response(log_joint: Callable, first: SGVBResult, *, seed: int = 0) -> VIResult | None:
+def linear_response(log_joint: Callable, first: SGVBResult, *, seed: int = 0,
+                    max_evals: int | None = None) -> VIResult | None:  # fmt: skip
     """N(E_q[zeta], Sigma_LR): the first fit's means with its linear-response covariance
     (ppl.inference.linear_response); None when there are too many parameters, CandidateFailed
     (with the gradients spent) when the fixed-draw optimum is not strict. Fewer draws than D
@@ -164,6 +233,10 @@ def linear_response(log_joint: Callable, first: SGVBResult, *, seed: int = 0) ->
     objective, counter = info["objective"], info["evaluations"]
     evals_before = counter["evals"]
     n = max(coordinates.dim, LR_MIN_DRAWS)
+    cost = n * (coordinates.size + 1) * (2 if not n <= info["rounds"][-1]["draws"] <= 2 * n else 1)
+    if max_evals is not None and cost > max_evals:
+        raise CandidateFailed(f"it would take about {cost} gradient evaluations, more than the "
+                              f"{max_evals} left of the budget", 0)  # fmt: skip
     if not n <= info["rounds"][-1]["draws"] <= 2 * n:
         again = fit_fixed_draws(log_joint, coordinates, optimum, seed=seed, first_draws=n,
                                 max_draws=n)  # fmt: skip
@@ -183,7 +256,8 @@ def linear_response(log_joint: Callable, first: SGVBResult, *, seed: int = 0) ->
     return VIResult("fullrank", mean, L, [], first.elbo, 0, evals, True, 0.0, 0.0)
 
 
-def richer(log_joint: Callable, first: SGVBResult, *, seed: int = 0) -> VIResult:
+def richer(log_joint: Callable, first: SGVBResult, *, seed: int = 0,
+           max_evals: int | None = None, max_iter: int | None = None) -> VIResult:  # fmt: skip
     """A full-rank Gaussian by L-BFGS on a fixed-draw ELBO with growing draws, in coordinates
     relative to the better (by ELBO on probe draws) of the Laplace approximation and the first
     fit, so that theta = 0 is that start."""
@@ -199,11 +273,13 @@ def richer(log_joint: Callable, first: SGVBResult, *, seed: int = 0) -> VIResult
     family = families[int(np.argmax(scores))]
     first_draws = max(FIRST_DRAWS, 2 * start.dim)
     return _gaussian_fit(log_joint, family, seed=seed, first_draws=first_draws,
-                         max_draws=FULL_RANK_MAX_DRAWS)  # fmt: skip
+                         max_draws=FULL_RANK_MAX_DRAWS, max_evals=max_evals,
+                         max_iter=max_iter)  # fmt: skip
 
 
 def low_rank(log_joint: Callable, first: SGVBResult, *, seed: int = 0,
-             covariance: np.ndarray | None = None) -> VIResult:  # fmt: skip
+             covariance: np.ndarray | None = None, max_evals: int | None = None,
+             max_iter: int | None = None) -> VIResult:  # fmt: skip
     """A low-rank-plus-diagonal Gaussian (ppl.families.lowrank) by L-BFGS on a fixed-draw ELBO
     with growing draws, from the first fit's means and sds, its factor started along the
     leading directions of `covariance` (e.g. the linear-response one) or, without it, of the
@@ -219,14 +295,17 @@ def low_rank(log_joint: Callable, first: SGVBResult, *, seed: int = 0,
     scores = [elbo_on(log_joint, f, f.initial(), probe) for f in families]
     family = families[int(np.argmax(scores))]
     return _gaussian_fit(log_joint, family, seed=seed, first_draws=family.dim + 2,
-                         max_draws=LOW_RANK_MAX_DRAWS)  # fmt: skip
+                         max_draws=LOW_RANK_MAX_DRAWS, max_evals=max_evals,
+                         max_iter=max_iter)  # fmt: skip
 
 
 def _gaussian_fit(log_joint: Callable, family, *, seed: int, first_draws: int,
-                  max_draws: int) -> VIResult:  # fmt: skip
+                  max_draws: int, max_evals: int | None = None,
+                  max_iter: int | None = None) -> VIResult:  # fmt: skip
     """A Gaussian family fitted on fixed draws, as a full-covariance VIResult."""
     fit = fit_fixed_draws(log_joint, family, family.initial(), seed=seed, first_draws=first_draws,
-                          max_draws=max_draws, max_iter=500)  # fmt: skip
+                          max_draws=max_draws, max_iter=capped(500, max_iter),
+                          max_evals=max_evals)  # fmt: skip
     mean, L = family.mean_scale(fit.theta)
     q = VIResult("fullrank", mean, L, fit.elbo_trace, fit.elbo, fit.iterations, fit.grad_evals,
                  fit.converged, 0.0, fit.seconds, list(fit.warnings))  # fmt: skip

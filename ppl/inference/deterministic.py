@@ -41,6 +41,7 @@ def minimise(
     gtol: float = 1e-9,
     numpy_lbfgs: bool = False,
     callback: Callable[[int, float], None] | None = None,
+    stop: Callable[[], bool] | None = None,
 ):
     """L-BFGS on an autograd objective; returns (optimiser's result, best theta, best value).
 
@@ -50,12 +51,15 @@ def minimise(
     ppl.inference.lbfgs, which `auto`'s road uses so that `ppl fit` need not import
     scipy.optimize at all. The stochastic road's polish keeps scipy's, so that its numbers stay
     as they were (the numpy one there: arK full-rank ADVI 30,116 gradients instead of 28,324,
-    the same accuracy). `callback(iteration, value)` after every iteration of the numpy one.
+    the same accuracy). `callback(iteration, value)` after every iteration of the numpy one;
+    `stop()` True ends the numpy one (a gradient budget spent).
     """
     objective = value_and_grad(negative_objective)
     best = {"value": np.inf, "theta": None}
 
     def fun(theta):
+        if stop is not None and stop():  # the budget is spent: no more evaluations
+            return np.inf, np.zeros_like(theta)
         with np.errstate(all="ignore"):
             value, grad = objective(theta)
         value = float(value)
@@ -68,7 +72,8 @@ def minimise(
     theta0 = np.asarray(theta0, dtype=float)
     with np.errstate(all="ignore"):
         if numpy_lbfgs:
-            opt = lbfgs(fun, theta0, max_iter=max_iter, ftol=ftol, gtol=gtol, callback=callback)
+            opt = lbfgs(fun, theta0, max_iter=max_iter, ftol=ftol, gtol=gtol, callback=callback,
+                        stop=stop)  # fmt: skip
         else:
             from scipy.optimize import minimize
 

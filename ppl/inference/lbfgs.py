@@ -68,9 +68,10 @@ def lbfgs(
     ftol: float = 2.2e-9,
     gtol: float = 1e-5,
     callback: Callable[[int, float], None] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> LBFGSResult:
     """Minimise fun (returning value and gradient) from x0; `callback(iteration, value)` after
-    every iteration."""
+    every iteration; `stop()` True ends it before the next (a gradient budget spent)."""
     x = np.array(x0, dtype=float)
     f, g = _evaluate(fun, x)
     nfev, nit = 1, 0
@@ -84,6 +85,9 @@ def lbfgs(
             message, success = "gradient below gtol", True
             break
         if nit >= max_iter:
+            break
+        if stop is not None and stop():
+            message = "the gradient budget was spent"
             break
         hess_inv.pairs = list(pairs)
         d = -hess_inv.matvec(g)

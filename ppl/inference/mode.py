@@ -10,11 +10,13 @@ correctness.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from autograd import value_and_grad
+from autograd.tracer import getval
 
 from ppl.inference.deterministic import minimise, reached_optimum
 from ppl.progress import start_phase
@@ -31,6 +33,14 @@ class Mode:
     grad_evals: int
     iterations: int
     converged: bool  # L-BFGS met its tolerance (False for a funnel or the cap)
+    #: (iteration, log density, point) of the last HISTORY iterations: how the search ended
+    history: list = field(default_factory=list)
+    spent: bool = False  # ended by the gradient budget
+
+
+#: Iterations of the mode search whose points are kept (ppl.inference.suspect reads how the
+#: search ended: still climbing, and along which coordinates).
+HISTORY = 100
 
 
 def finite_start(log_joint: Callable, init: np.ndarray, rng: np.random.Generator,
@@ -56,21 +66,40 @@ def find_mode(
     rng: np.random.Generator,
     *,
     max_iter: int = 400,
+    max_evals: int | None = None,
     progress=None,
+    label: str = "mode by L-BFGS",
+    ftol: float = 1e-12,
+    gtol: float = 1e-8,
+    until: Callable[[np.ndarray], bool] | None = None,
 ) -> Mode:
-    """Maximise the unconstrained log joint from `init` (or a finite start near it)."""
-    start_phase(progress, "mode by L-BFGS", "log density")
+    """Maximise the unconstrained log joint from `init` (or a finite start near it), in at
+    most `max_iter` iterations and about `max_evals` gradients."""
+    start_phase(progress, label, "log density")
     start, used = finite_start(log_joint, init, rng)
-    calls = {"n": 0}
+    calls = {"n": 0, "z": start}
     dim = len(start)
+    history: deque = deque(maxlen=HISTORY)
 
     def negative_log_joint(z):
         calls["n"] += 1
+        calls["z"] = z
         return -log_joint(z.reshape(1, dim))[0]
 
-    shown = None if progress is None else (lambda it, value: progress(it, -value))
-    opt, best, value = minimise(negative_log_joint, start, max_iter=max_iter, ftol=1e-12,
-                                gtol=1e-8, numpy_lbfgs=True, callback=shown)  # fmt: skip
+    def seen(it, value):
+        history.append((it, -float(value), np.array(getval(calls["z"]), dtype=float)))
+        if progress is not None:
+            progress(it, -value)
+
+    def stop() -> bool:
+        if until is not None and until(np.asarray(getval(calls["z"]), dtype=float)):
+            return True  # the caller has seen enough (a second search back in the first basin)
+        return max_evals is not None and calls["n"] + used + 1 > max_evals
+
+    opt, best, value = minimise(negative_log_joint, start, max_iter=max_iter, ftol=ftol,
+                                gtol=gtol, numpy_lbfgs=True, callback=seen,
+                                stop=stop)  # fmt: skip
     point = start if best is None else best
     return Mode(point, -float(value), start, calls["n"] + used, int(opt.nit),
-                reached_optimum(opt))  # fmt: skip
+                reached_optimum(opt), list(history),
+                max_evals is not None and calls["n"] + used >= max_evals)  # fmt: skip

@@ -134,8 +134,11 @@ def fit_fixed_draws(
     max_draws: int = MAX_DRAWS,
     max_iter: int = 1000,
     progress: Callable[[int, float | None], None] | None = None,
+    max_evals: int | None = None,
 ) -> SGVBResult:
-    """Maximise the fixed-draw ELBO over q's parameters, growing the draws until q settles."""
+    """Maximise the fixed-draw ELBO over q's parameters, growing the draws until q settles;
+    `max_evals` gradient evaluations at most (about: a line search may end past it), after
+    which q is where the solve was, not converged."""
     start = time.perf_counter()
     theta = np.array(theta0, dtype=float)
     trace: list[tuple[int, float]] = []
@@ -146,6 +149,12 @@ def fit_fixed_draws(
     round_seed = seed
     controls = len(getattr(family, "control_columns", lambda: [])()) > 0
     eps = whitened_draws(first_draws, family.dim, round_seed)
+
+    budget_ended = False
+
+    def spent() -> bool:  # another evaluation on these draws would pass the budget
+        return max_evals is not None and counter["evals"] + len(eps) > max_evals
+
     while True:
         before = theta
         start_phase(progress, f"ELBO on {len(eps)} fixed draws (L-BFGS)")
@@ -158,13 +167,15 @@ def fit_fixed_draws(
 
         mark = len(trace)
         objective = _negative_elbo(log_joint, family, eps, counter, theta if controls else None)
-        opt, best, value = _solve(objective, theta, max_iter, first_draws / len(eps), step)
+        opt, best, value = _solve(objective, theta, max_iter, first_draws / len(eps), step,
+                                  spent)  # fmt: skip
         if controls and best is not None and _exploited(log_joint, family, before, best, seed):
             # the fixed coefficients let the optimiser game the control variates: drop them
             controls = False
             del trace[mark:]
             objective = _negative_elbo(log_joint, family, eps, counter)
-            opt, best, value = _solve(objective, theta, max_iter, first_draws / len(eps), step)
+            opt, best, value = _solve(objective, theta, max_iter, first_draws / len(eps), step,
+                                      spent)  # fmt: skip
         iterations += int(opt.nit)
         if best is not None:
             theta = best
@@ -177,9 +188,19 @@ def fit_fixed_draws(
         if moved <= MOVE_TOL:
             settled = True
             break
-        if not np.isfinite(value) or len(eps) * GROWTH > max_draws:
+        if not np.isfinite(value) or spent():
             break
         round_seed += 1
+        if max_evals is not None and counter["evals"] + len(eps) * GROWTH > max_evals:
+            budget_ended = True  # no gradient on a larger set within the budget
+            break
+        if len(eps) * GROWTH > max_draws:
+            # no larger set: whether an independent one of this size would move the optimum
+            # says if q settled (a 2000-dimensional Gaussian, solved on 2002 whitened draws,
+            # ended "not converged" without this)
+            check = whitened_draws(len(eps), family.dim, round_seed)
+            settled = _predicted_move(log_joint, family, check, counter, theta, opt) <= MOVE_TOL
+            break
         eps = whitened_draws(len(eps) * GROWTH, family.dim, round_seed)
         predicted = _predicted_move(log_joint, family, eps, counter, theta, opt)
         rounds[-1]["predicted_move"] = predicted
@@ -187,7 +208,12 @@ def fit_fixed_draws(
             settled = True
             break
     warnings = []
-    if not settled and np.isfinite(value) and len(rounds) > 1:
+    if spent() or budget_ended:
+        settled = False
+        warnings.append(
+            f"the gradient budget ({max_evals} evaluations for this solve) ended it before the "
+            "fixed-draw ELBO's optimum was reached: q is not converged")  # fmt: skip
+    elif not settled and np.isfinite(value) and len(rounds) > 1:
         warnings.append(
             f"the fixed-draw ELBO's optimum still moved by {rounds[-1]['moved']:.2g} sd when "
             f"the draws grew to {rounds[-1]['draws']}; q carries Monte Carlo error of that order"
@@ -195,12 +221,14 @@ def fit_fixed_draws(
     result = SGVBResult(family, theta, trace, -float(value), iterations, counter["evals"],
                         converged and settled, "L-BFGS",
                         time.perf_counter() - start, warnings, rounds[-1]["draws"])  # fmt: skip
-    result.polish = {"rounds": rounds, "objective": objective, "evaluations": counter}
+    result.polish = {"rounds": rounds, "objective": objective, "evaluations": counter,
+                     "budget_spent": spent() or budget_ended}  # fmt: skip
     return result
 
 
 def _solve(objective: Callable, theta: np.ndarray, max_iter: int, looseness: float,
-           step: Callable[[int, float], None] | None = None):  # fmt: skip
+           step: Callable[[int, float], None] | None = None,
+           stop: Callable[[], bool] | None = None):  # fmt: skip
     """L-BFGS on the objective less its value at the start, so that scipy's relative ftol acts
     on the gain in nats (an ELBO of -13,000 would otherwise stop 10^-2 nats early); a solve on
     few draws need not be more precise than they are (`looseness` = first draws / draws)."""
@@ -211,7 +239,7 @@ def _solve(objective: Callable, theta: np.ndarray, max_iter: int, looseness: flo
     shifted = None if step is None else (lambda it, value: step(it, value + offset))
     opt, best, value = minimise(lambda th: objective(th) - offset, theta, max_iter=max_iter,
                                 ftol=1e-5 * looseness, gtol=1e-5 * looseness,
-                                numpy_lbfgs=True, callback=shifted)  # fmt: skip
+                                numpy_lbfgs=True, callback=shifted, stop=stop)  # fmt: skip
     return opt, best, value + offset
 
 

@@ -20,6 +20,9 @@ from ppl.methods.escalation import FULL_RANK_MAX_DIM, full_rank_if_better, riche
 from ppl.methods.mixed import MIXED
 from ppl.methods.reparam import noncentred_if_better
 
+#: ppl.inference.auto.GRADIENT_BUDGET, without importing the road at startup.
+GRADIENT_BUDGET = 50_000
+
 #: Data rows from which the default road evaluates the log joint in chunks of draws, gradients
 #: included (ppl.inference.full_data.WholeRows), to bound its memory.
 MANY_ROWS = 50_000
@@ -79,17 +82,20 @@ class Auto(CompositeMethod):
         progress = options.progress
         blocks = blocks_of(model, chosen)
         vi = fit_auto(model.log_joint, blocks, model.dim, init, rng,
-                      seed=int(rng.integers(2**31)), progress=progress)  # fmt: skip
+                      seed=int(rng.integers(2**31)), progress=progress,
+                      max_iter=options.iterations)  # fmt: skip
         spent = 0
         for restart in range(1, AUTO_RESTARTS + 1):
-            if np.isfinite(vi.elbo):
+            if np.isfinite(vi.elbo) or spent + vi.grad_evals >= GRADIENT_BUDGET:
                 break
             # a climb that stalled on a cliff of the density (accel_gp --seed 3: finite only
             # within 1e-8 of the point) leaves q nowhere: another of Stan's initial points, as
             # Pathfinder drops a failed path
             spent += vi.grad_evals
             vi = fit_auto(model.log_joint, blocks, model.dim, model.random_init(rng), rng,
-                          seed=int(rng.integers(2**31)), progress=progress)  # fmt: skip
+                          seed=int(rng.integers(2**31)), progress=progress,
+                          max_iter=options.iterations,
+                          max_evals=GRADIENT_BUDGET - spent)  # fmt: skip
             vi.grad_evals += spent
             vi.polish["restarts"] = restart
         sharp = vi.polish.get("gaussian_not_gamma", [])
@@ -121,12 +127,37 @@ class Auto(CompositeMethod):
         if polish.get("restarts"):
             result.notes.append(
                 f"auto: the road from the initial point ended with a non-finite ELBO; "
-                f"{polish['restarts']} restart(s) from other initial points (uniform(-2, 2))")
-        if options.families:
-            return result
-        result = richer_if_better(result, log_joint, rng, CANDIDATE,
-                                  seed=int(rng.integers(2**31)), progress=options.progress)
-        result = noncentred_if_better(result, refit, rng, options)
+                f"{polish['restarts']} restart(s) from other initial points (uniform(-2, 2))"
+            )
+        faults = road_faults(result.model, polish, result.notes)
+        polish.setdefault("faults", []).extend(faults)
+        if not options.families:
+            # a non-centred refit that wins has been through its own road (and escalation)
+            noncentred = noncentred_if_better(result, refit, rng, options)
+            if noncentred is not result:
+                return noncentred
+            result = richer_if_better(result, log_joint, rng, CANDIDATE,
+                                      seed=int(rng.integers(2**31)), progress=options.progress,
+                                      max_evals=GRADIENT_BUDGET - result.vi.grad_evals,
+                                      max_iter=options.iterations)  # fmt: skip
+        mine = getattr(result.vi, "polish", None)
+        if mine is not polish:  # a candidate was kept: the faults found on the way go with it
+            if isinstance(mine, dict):
+                mine.setdefault("faults", []).extend(faults)
+            else:
+                result.vi.polish = {"faults": list(faults)}
+        mode = polish.get("mode") if polish.get("mode_converged") else None
+        runaway = ran_away(result.model, result.vi, mode)
+        if runaway:
+            result.vi.converged = False
+            result.vi.polish["faults"].append(runaway)
+            result.warnings.append(runaway["detail"])
+        if result.vi.grad_evals >= GRADIENT_BUDGET or polish.get("budget_spent"):
+            result.vi.converged = False
+            result.warnings.append(
+                f"the gradient budget of the default road ({GRADIENT_BUDGET} evaluations) ended "
+                f"the fit after {result.vi.grad_evals}: q is NOT converged; --method advi or "
+                "fullrank with more --iter, or a simpler model, may get further")  # fmt: skip
         if flat:
             result.warnings.append(
                 f"the log density is flat at its mode along a combination of {flat}: the "
@@ -214,3 +245,91 @@ def flat_direction(model, precision, mode) -> str | None:
     names = [lat.name for lat in model.latents
              if weight[lat.offset : lat.offset + lat.size].sum() > 0.05]  # fmt: skip
     return ", ".join(names) or None
+
+
+def road_faults(model, polish: dict, notes: list[str]) -> list[dict]:
+    """What the road found wrong with the mode, as notes and as faults for the verdict
+    (ppl.diagnostics.verdict): an unbounded density q ended on, a distinct second mode."""
+    faults = []
+    suspect, second = polish.get("suspect"), polish.get("second_mode")
+    if suspect:
+        names = _latents_at(model, suspect["coordinates"])
+        compared = polish.get("compared_elbo") or {}
+        scores = ", ".join(f"{k} {v:.6g}" for k, v in compared.items())
+        if suspect["how"] == "unbounded density":
+            what = (
+                f"the mode search was still climbing after {polish['mode_iterations']} "
+                f"iterations (+{suspect['gain']:.3g} nats in its last "
+                f"{suspect['iterations']}) along {', '.join(names)}: the log density grows "
+                "without bound there (e.g. a scale going to 0), so the mode is no start"
+            )
+        else:
+            what = (
+                f"the mode search did not converge in {polish['mode_iterations']} "
+                "iterations, so the mode is a suspect start"
+            )
+        notes.append(f"auto: {what}; the fits from the mode and from Stan's plain start (the "
+                     f"initial point, sd 1) were both solved, and the {polish['start']} start "
+                     f"had the higher ELBO ({scores})")  # fmt: skip
+        if suspect["how"] == "unbounded density" and polish["start"] == "mode":
+            faults.append({"parameters": names, "how": "unbounded density",
+                           "detail": f"{what}; q was built on that spike, not on the "
+                                     "posterior's mass"})  # fmt: skip
+    if second:
+        names = _latents_at(model, second["coordinates"])
+        lp = second["log_density"]
+        faults.append({"parameters": names, "how": "second mode",
+                       "detail": f"a second mode search (beyond a valley on the line from the mode "
+                                 f"through the antithetic start) ended at a "
+                                 f"distinct mode of {', '.join(names)} (log density {lp[1]:.4g} "
+                                 f"vs {lp[0]:.4g} at the mode q was built on): q covers one "
+                                 "mode only"})  # fmt: skip
+        notes.append(f"auto: a second mode of {', '.join(names)} (log density {lp[1]:.4g} vs "
+                     f"{lp[0]:.4g}); q is built on the higher one")  # fmt: skip
+    return faults
+
+
+def _latents_at(model, coordinates) -> list[str]:
+    """The latents holding these unconstrained coordinates, in the model's order."""
+    return [lat.name for lat in model.latents
+            if any(lat.offset <= j < lat.offset + lat.size for j in coordinates)]  # fmt: skip
+
+
+#: q's mean this far (unconstrained units) from the mode, and RUNAWAY_SDS of q's sds ...
+RUNAWAY = 15.0
+RUNAWAY_SDS = 5.0
+
+
+def ran_away(model, vi, mode) -> dict | None:
+    """A fault when q's mean ran off from the mode by more than RUNAWAY unconstrained units and
+    RUNAWAY_SDS of q's own sds: the ELBO kept rising as q moved out, the signature of an
+    improper posterior (`y ~ cauchy(mu, s)` with flat priors and 2 observations: s = 1.3e14).
+    A heavy but proper tail moves q's mean by about its sd (Gamma(0.01, 1.01): log lambda's
+    mean is 96 from the mode, with sd 100), not by many; and a mode search that stopped short
+    (earnings: an intercept of 5 for a posterior mean of -61,000, sd 9,500) leaves q's mean at
+    a higher density than the 'mode', where a runaway q's is lower."""
+    if mode is None:
+        return None
+    try:
+        if getattr(vi, "family", None) is not None and hasattr(vi.family, "moments"):
+            mean, sd = vi.family.moments(vi.theta)
+        else:
+            mean, sd = vi.mean, vi.sd
+    except (AttributeError, ValueError, TypeError):
+        return None
+    mean, sd = np.asarray(mean, float), np.asarray(sd, float)
+    with np.errstate(all="ignore"):
+        off = np.abs(mean - np.asarray(mode, float))
+        far = (off > RUNAWAY) & (off > RUNAWAY_SDS * sd)
+    names = _latents_at(model, np.flatnonzero(far))
+    if not names:
+        return None
+    with np.errstate(all="ignore"):  # q went out to lower density (not to a mode L-BFGS missed)
+        lp = np.asarray(model.log_joint(np.stack([np.asarray(mode, float), mean])), float)
+    if not (np.isfinite(lp[0]) and lp[1] < lp[0] - 1.0):
+        return None
+    return {"parameters": names, "how": "improper posterior",
+            "detail": f"q's mean of {', '.join(names)} ran {float(off[far].max()):.3g} units "
+                      "(unconstrained scale) from the mode, the ELBO still rising as it moved "
+                      "out: the posterior is probably improper there; give these parameters "
+                      "proper priors. q is NOT converged"}  # fmt: skip

@@ -142,6 +142,7 @@ def test_auto_counts_and_names_the_gradients_of_candidates_that_failed(monkeypat
     assert "a full-rank Gaussian failed after 100 gradient evaluations (no)" in result.notes[0]
     assert "a linear-response covariance failed after 30 gradient evaluations" in result.notes[0]
     monkeypatch.setattr(escalation, "GOOD", np.inf)  # the road ends at the mean-field fit
+    monkeypatch.setattr(escalation, "HIDDEN", np.inf)
     assert result.vi.grad_evals == fit(model, "auto", seed=1).vi.grad_evals + 130
 
 
