@@ -47,23 +47,18 @@ FIT_BUDGET = 50_000
 def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
                      progress=None, max_evals: int | None = None,
                      max_iter: int | None = None) -> FitResult:  # fmt: skip
-    """The deterministic road's covariances beyond mean-field. Where k-hat is not good (> 0.5;
-    k-hat near 0.7 is too noisy a line between keeping a mean-field q and correcting it):
-    D <= FULL_RANK_MAX_DIM, a full-rank Gaussian on a fixed-draw ELBO from the better of the
-    Laplace approximation and the mean-field fit (ppl.inference.auto.richer), and when that is
-    kept nothing more (its family holds the rest); larger D, after the linear-response
-    covariance, a low-rank-plus-diagonal Gaussian started along its leading directions
-    (ppl.inference.auto.low_rank), unless that covariance was kept with k-hat <= 0.7 (on the
-    104-parameter varying intercepts the low-rank one then had an ELBO 0.1 nats higher but k-hat
-    0.90 and one sd 0.76 of NUTS's, for three times the gradients). Where k-hat is not good,
-    the linear-response covariance (ppl.inference.auto.linear_response; it keeps the mean-field
-    means, which are off where the posterior is skewed, and corrects the sds mean-field
-    shrinks). A good k-hat without a hidden correlation ends the road at the mean-field fit: on
-    the posteriordb posteriors the
-    linear-response covariance of such a fit never beat it by more than 0.05 nats (arma11: +0.04
-    nats, its k-hat 0.41 -> 0.77; eight schools: 1.5 nats worse). Each candidate is kept when
-    its ELBO on its own output draws is higher than the best so far (comparable: the same
-    space), as a result described by `candidate`; more rules in the module docstring."""
+    """The deterministic road's candidates beyond mean-field, where k-hat is not good (> 0.5)
+    or the mode's precision hides a correlation: D <= FULL_RANK_MAX_DIM, a full-rank Gaussian
+    on a fixed-draw ELBO (ppl.inference.auto.richer; when kept, its family holds the
+    linear-response one); larger D, the linear-response covariance, then a low-rank-plus-
+    diagonal Gaussian along its leading directions unless that covariance made k-hat <= 0.7
+    (on the 104-parameter varying intercepts the low-rank one had an ELBO 0.1 nats higher but
+    k-hat 0.90, for three times the gradients); D <= FLOW_MAX_DIM with k-hat still > 0.7, a
+    normalizing flow from the best Gaussian. A good k-hat without a hidden correlation ends the
+    road at the mean-field fit (on posteriordb the linear-response covariance of such a fit never
+    beat it by more than 0.05 nats). Each candidate is kept when its ELBO on its own output
+    draws is higher than the best so far (the same space: comparable), as a result described by
+    `candidate`; escalation stops when the ELBO stops improving or the budget is spent."""
     from ppl.inference.checkpoint import Interrupted
 
     model = first.model
