@@ -12,21 +12,7 @@ from ppl.errors import ModelError
 from ppl.language.frontend import model_from_text
 from ppl.pipeline import fit
 from ppl.runtime.compiler import CompiledModel
-
-SCHOOLS = {"J": 8, "y": np.array([28.0, 8, -3, 7, -1, 1, 18, 12]),
-           "sigma": np.array([15.0, 10, 16, 11, 9, 11, 10, 18])}  # fmt: skip
-
-EIGHT_SCHOOLS = """
-data { int<lower=0> J; array[J] real y; array[J] real<lower=0> sigma; }
-parameters { real mu; real<lower=0> tau; array[J] real theta; }
-model {
-  mu ~ normal(0, 5);
-  tau ~ cauchy(0, 5);
-  theta ~ normal(mu, tau);
-  y ~ normal(theta, sigma);
-}
-generated quantities { real first = theta[1]; }
-"""
+from tests.ir.test_noncentre import EIGHT_SCHOOLS, SCHOOLS
 
 FUNNEL = """
 parameters { real v; vector[9] x; }
