@@ -23,6 +23,8 @@ def fit_generalized_pareto(x: np.ndarray) -> tuple[float, float]:
     observations (as in the PSIS paper), which steadies it for the tail sizes used here."""
     x = np.sort(np.asarray(x, dtype=float))
     n = x.size
+    if n == 0 or not x[-1] > 0:
+        return np.inf, np.nan  # no exceedance to fit (every one zero, or none): no shape
     m = 30 + int(np.sqrt(n))
     quartile = x[max(int(n / 4 + 0.5) - 1, 0)]
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -45,11 +47,24 @@ def fit_generalized_pareto(x: np.ndarray) -> tuple[float, float]:
 
 
 def psis(log_ratios: np.ndarray) -> tuple[np.ndarray, float]:
-    """Pareto-smoothed log weights (normalised) and k-hat for raw log importance ratios."""
-    lr = np.asarray(log_ratios, dtype=float)
+    """Pareto-smoothed log weights (normalised) and k-hat for raw log importance ratios.
+
+    Never raises: a tail no generalized Pareto fits (every exceedance zero, constant ratios,
+    fewer than 5 distinct draws, +inf ratios) gives k = inf, i.e. 'not reliable'. A nan ratio
+    (undefined density) weighs nothing, as a -inf one does; check_fit passes both as -inf."""
+    lr = np.where(np.isnan(log_ratios), -np.inf, np.asarray(log_ratios, dtype=float))
     S = lr.size
-    lw = lr - np.max(lr)
+    top = np.max(lr) if S else -np.inf
+    if not np.isfinite(top):
+        # no draw with a finite ratio to weigh (none, or all -inf): the plain draws, no verdict;
+        # a +inf ratio puts all the weight on its draws
+        lw = np.zeros(lr.shape) if top == -np.inf else np.where(lr == np.inf, 0.0, -np.inf)
+        return lw - np.log(np.sum(np.exp(lw))) if S else lw, float(np.inf)
+    lw = lr - top
     tail = int(np.ceil(min(0.2 * S, 3.0 * np.sqrt(S))))
+    # the tail and its cutoff among the draws with a finite ratio: smoothing must not give a
+    # -inf (zero-weight) draw a weight
+    tail = min(tail, int(np.isfinite(lw).sum()) - 1)
     k = np.inf
     if tail >= 5:
         order = np.argsort(lw)

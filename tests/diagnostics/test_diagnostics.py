@@ -60,16 +60,64 @@ def test_khat_separates_heavy_and_light_ratio_tails():
         np.concatenate([np.linspace(-745, 0, 95), np.full(905, -1e4)]),
         np.concatenate([np.zeros(900), np.full(100, 1e-300)]),
         np.concatenate([np.zeros(999), [np.inf]]),
+        # the 100 largest ratios equal, the cutoff among them: every exceedance exactly zero
+        np.concatenate([np.linspace(-60.0, -50.0, 900), np.zeros(100)]),
+        np.zeros(1000),  # constant ratios (psis alone; check_fit's exact-q rule is tested below)
+        np.full(1000, -3.5),
+        np.concatenate([np.full(999, -np.inf), [0.0]]),  # one draw with a finite ratio
+        np.full(1000, -np.inf),
+        np.concatenate([np.full(990, np.nan), np.zeros(10)]),  # 10 defined ratios, all equal
+        np.full(1000, np.nan),
+        np.zeros(3),  # too few draws for a tail
     ],
-    ids=["subnormal", "spread", "ties", "infinite"],
+    ids=str.split(
+        "subnormal spread ties infinite zero-exceedances constant-0 constant minus-inf "
+        "all-minus-inf nan all-nan three-draws"
+    ),
 )
 def test_psis_never_raises_on_a_degenerate_tail(log_ratios):
     """A q far too narrow for its target (GPFA with 10,000 draws) gives ratios whose tail no
-    generalized Pareto fits; the verdict is then 'not reliable', not an internal error."""
+    generalized Pareto fits (there: every exceedance zero but one in the subnormals, which
+    ended in `ValueError: zero-size array to reduction operation maximum`); the verdict is then
+    'not reliable', not an internal error, and the weights are still weights (no nan, sum 1)."""
     with np.errstate(all="ignore"):
         weights, k = psis(log_ratios)
     assert k > 0.7
     assert weights.shape == log_ratios.shape
+    assert not np.isnan(weights).any()
+    assert np.sum(np.exp(weights)) == pytest.approx(1.0)
+
+
+def test_generalized_pareto_fit_of_no_exceedance_is_no_shape():
+    """Nothing to fit (every exceedance zero, or none): k = inf rather than an IndexError."""
+    assert fit_generalized_pareto(np.zeros(20))[0] == np.inf
+    assert fit_generalized_pareto(np.zeros(0))[0] == np.inf
+    weights, k = psis(np.zeros(0))
+    assert weights.shape == (0,) and k == np.inf
+
+
+def test_psis_weighs_nan_ratios_as_minus_inf():
+    """An undefined ratio (nan) weighs nothing, as a -inf one (what check_fit passes): the same
+    weights and k-hat as with -inf, on a regular tail."""
+    lr = stats.norm.logpdf(np.random.default_rng(4).normal(0.0, 1.0, 2000), scale=1.3)
+    lr[::10] = np.nan
+    weights, k = psis(lr)
+    reference = psis(np.where(np.isnan(lr), -np.inf, lr))
+    np.testing.assert_array_equal(weights, reference[0])
+    assert k == reference[1] and np.isfinite(k)
+    assert np.all(np.exp(weights[::10]) == 0.0)
+    # most draws outside the target's support: the tail (95 of 1000 draws) is cut to the 49
+    # above the cutoff among the 50 finite ratios, and no -inf draw gets a smoothed weight
+    sparse = np.full(1000, -np.inf)
+    sparse[:50] = stats.norm.logpdf(np.random.default_rng(5).normal(0.0, 1.0, 50), scale=1.3)
+    weights, k = psis(sparse)
+    assert np.all(np.exp(weights[50:]) == 0.0) and np.isfinite(k)
+    assert np.sum(np.exp(weights)) == pytest.approx(1.0)
+    # a +inf ratio: all the weight on its draws, k = inf
+    lr[::10] = -np.inf
+    lr[7] = np.inf
+    weights, k = psis(lr)
+    assert k == np.inf and np.exp(weights[7]) == pytest.approx(1.0)
 
 
 def test_smoothed_weights_recover_the_target_mean():
