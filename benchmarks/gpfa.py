@@ -32,6 +32,11 @@ which is 0 for a perfect recovery and at most 1. (Amari et al. give the unnormal
     python benchmarks/gpfa.py --quick         # N = 100, 1000; fewer iterations
     python benchmarks/gpfa.py --model suffstat   # the hand-written Y'Y likelihood
 
+The second GPFA data set of issue 31 (N = 200, D = 20, K = 5, seed 0; its `ppl fit ... --draws
+10000 --seed 0` is tests/models/test_gpfa_peer_data.py) is written by
+
+    python benchmarks/gpfa.py --write-data gpfa_seed0.json --sizes 200 --D 20 --K 5 --seed 0
+
 ``--model natural`` (default) fits models/gpfa/gpfa.model (``y ~ multi_normal(...)``), whose cost
 per iteration depends on N unless the compiler collapses the rows to Y'Y; ``--model suffstat``
 fits models/gpfa/gpfa_suffstat.model, the same density written with Y'Y by hand.
@@ -210,7 +215,19 @@ def main(argv=None):
     )  # fmt: skip
     p.add_argument("--grad-only", action="store_true", help="only time the gradient per N")
     p.add_argument("--json", default=None, help="also write the rows to this file")
+    p.add_argument("--D", type=int, default=50, help="observed dimensions (the paper's 50)")
+    p.add_argument("--K", type=int, default=10, help="factors and truncation level (10)")
+    p.add_argument(
+        "--write-data", metavar="PATH", default=None,
+        help="only write the data set of the first --sizes N (default 200), --D, --K and --seed "
+        "as ppl data JSON, and stop",
+    )  # fmt: skip
     a = p.parse_args(argv)
+    if a.write_data:
+        _, Y = simulate((a.sizes or [200])[0], a.D, a.K, seed=a.seed)
+        write_data(a.write_data, Y, a.K)
+        print(f"wrote {a.write_data}: N={Y.shape[0]} D={a.D} K={a.K} seed={a.seed}")
+        return
     sizes = a.sizes or ([100, 1000] if a.quick else [100, 1000, 10000])
     iterations = a.iter or (500 if a.quick else 1000)
     print(
@@ -219,8 +236,9 @@ def main(argv=None):
         flush=True,
     )
     rows = run(
-        sizes, a.methods, a.model, iterations, a.seed, grad_only=a.grad_only, polish=a.polish
-    )
+        sizes, a.methods, a.model, iterations, a.seed, a.D, a.K, grad_only=a.grad_only,
+        polish=a.polish,
+    )  # fmt: skip
     print_table(rows)
     if a.json:
         with open(a.json, "w") as f:
