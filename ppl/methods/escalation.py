@@ -22,6 +22,7 @@ from ppl.diagnostics.psis import GOOD, USABLE
 from ppl.errors import PplError
 from ppl.families.registry import GAUSSIAN
 from ppl.inference.result import VIResult
+from ppl.methods.collapse import COLLAPSED_CANDIDATE, collapsed, label
 from ppl.methods.flow import FLOW_CANDIDATE
 from ppl.methods.result import FitResult, checked_draws, make_result
 from ppl.progress import start_phase
@@ -68,18 +69,24 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
     made: dict[str, VIResult] = {}
     hidden = hidden_in(first) if (first.vi.polish or {}).get("mode_converged", True) else None
     if not first.diagnostics["khat"] > GOOD and hidden is None:
+        hidden = hidden_at_mean(first, log_joint, rng)
+    if not first.diagnostics["khat"] > GOOD and hidden is None:
         return first
 
     def left() -> int | None:
         return None if max_evals is None else max_evals - spent
 
-    steps = _steps(first, seed, left, max_iter, made)
+    steps = [(COLLAPSED, lambda: collapsed(model, first, seed=seed, budget=left(),
+                                           max_iter=max_iter))]  # fmt: skip
+    steps += _steps(first, seed, left, max_iter, made)
     if model.dim <= FLOW_MAX_DIM and first.diagnostics["khat"] > GOOD:
         # from the best Gaussian, where its k-hat is still > 0.7 (late-bound: best, spent)
         steps.append((FLOW, lambda: _flow(model, best, seed, first.vi.grad_evals + spent)))
     for name, make in steps:
         if name != FLOW and FULL_RANK in made and best.vi is made[FULL_RANK]:
             continue  # a full-rank Gaussian was kept: its family holds the linear-response one
+        if COLLAPSED in made and best.vi is made[COLLAPSED]:
+            break  # exact in the integrated latents; q of the rest had its own flow
         if name == LOW_RANK and best is not first and best.diagnostics["khat"] <= USABLE:
             break  # the linear-response covariance made q usable
         if _stop_before(name, tried, left()):
@@ -118,11 +125,14 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
             q.elbo_trace = list(first.vi.elbo_trace) + [
                 (last + 1 + i, e) for i, e in (q.elbo_trace or [(0, theirs)])
             ]
-            best = make_result(model, q, FLOW_CANDIDATE if name == FLOW else candidate, gaussian,
-                               log_joint, rng, draws=draws, seed=first.seed, checked=checked,
+            how = {FLOW: FLOW_CANDIDATE, COLLAPSED: COLLAPSED_CANDIDATE}.get(name, candidate)
+            best = make_result(model, q, how, gaussian, log_joint, rng, draws=draws,
+                               seed=first.seed, checked=checked,
                                seconds=time.perf_counter() - start + best.seconds,
                                refinement=first.refinement)  # fmt: skip
-            best.description = f"auto, then a {name} ({DESCRIPTIONS[name]})"
+            best.description = f"auto, then a {name} ({_description(name, q)})"
+            if name == COLLAPSED:
+                label(best, q.polish["integrated"], _outer_title(q))
         else:
             tried.append(f"a {name} ({q.grad_evals} gradient evaluations) was not better: "
                          f"{verdict}{NOT_BETTER}")  # fmt: skip
@@ -139,7 +149,7 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
         why = (
             f"had PSIS k-hat {k:.2f} > {GOOD}"
             if k > GOOD
-            else f"had PSIS k-hat {k:.2f}, but the mode's precision says it understates {hidden}"
+            else f"had PSIS k-hat {k:.2f}, but the posterior's curvature says it understates {hidden}"
         )
         best.notes.append(f"auto: the mean-field fit {why}; " + "; ".join(tried))  # fmt: skip
     return best
@@ -234,6 +244,7 @@ FULL_RANK = "full-rank Gaussian"
 LOW_RANK = "low-rank-plus-diagonal Gaussian"
 LINEAR_RESPONSE = "linear-response covariance"
 FLOW = "normalizing flow"
+COLLAPSED = "collapsed q"
 DESCRIPTIONS = {
     FLOW: "sinh-arcsinh marginals and affine coupling layers from the best Gaussian, L-BFGS on "
     "the ELBO over fixed draws",
@@ -241,6 +252,32 @@ DESCRIPTIONS = {
     FULL_RANK: "L-BFGS on the ELBO over fixed draws",
     LOW_RANK: "L-BFGS on the ELBO over fixed draws",
 }
+
+
+def _description(name: str, q) -> str:
+    if name != COLLAPSED:
+        return DESCRIPTIONS[name]
+    outer = "a normalizing flow" if q.polish.get("outer_family") else "a full-rank Gaussian"
+    return (f"{', '.join(q.polish['integrated'])} integrated out exactly, their Gaussian "
+            f"conditional given the rest; {outer} on the other {q.polish['outer_dim']} "
+            "coordinates, L-BFGS on the ELBO over fixed draws")
+
+
+def _outer_title(q) -> str:
+    return FLOW_CANDIDATE.families.gaussian if q.polish.get("outer_family") else \
+        COLLAPSED_CANDIDATE.families.gaussian  # fmt: skip
+
+
+def hidden_at_mean(first: FitResult, log_joint, rng) -> str | None:
+    """The latents whose sds the mean-field q understates by more than HIDDEN by the
+    curvature at q's mean (the verdict's check, ppl.diagnostics.verdict), where the mode's
+    precision could not say (a funnel's mode), as 'the sds of a, ...', or None."""
+    from ppl.diagnostics.verdict import hidden_correlation_faults
+
+    with np.errstate(all="ignore"):
+        faults = hidden_correlation_faults(first, log_joint, rng)
+    names = sorted({p for f in faults for p in f["parameters"]})
+    return "the sds of " + ", ".join(names) + " (the curvature at q's mean)" if names else None
 
 
 def _flow(model, best: FitResult, seed: int, spent: int):
