@@ -19,7 +19,7 @@ from ppl.inference.saa import FIRST_DRAWS, fit_fixed_draws
 
 #: Draws of the first fit's q at which the split is tested, and those q's moments come from.
 SPLIT_POINTS = 8
-MOMENT_DRAWS = 1024
+MOMENT_DRAWS = 256
 #: The largest draw set of the Gaussian on g (a few coordinates: its optimum's Monte Carlo error
 #: at 128 draws is under a tenth of q's sds).
 COLLAPSED_MAX_DRAWS = 128
@@ -76,16 +76,16 @@ def fit_collapsed(log_joint, dim: int, split: Split, first_vi, *, seed: int = 0,
     own count: its products included)."""
     points = np.asarray(first_vi.sample(np.random.default_rng(seed + 1), 256), dtype=float)
     collapsed = Collapsed(log_joint, split, points[:, split.inner].mean(axis=0), dim)
-    g = points[:, split.outer]
+    centre, frame = start_frame(collapsed, points[:, split.outer])
     if len(split.outer) in CELLS:
-        grid = fit_grid(collapsed, g.mean(axis=0), np.diag(np.maximum(g.std(axis=0), 1e-6)))
+        grid = fit_grid(collapsed, centre, frame)
         return assemble(grid, collapsed, grid, seed)
-    family = FullRankGaussian(g.mean(axis=0), np.diag(np.maximum(g.std(axis=0), 1e-6)))
+    family = FullRankGaussian(centre, frame)
     Dg = len(split.outer)
     fit = fit_fixed_draws(collapsed, family, family.initial(), seed=seed,
                           first_draws=max(FIRST_DRAWS, 2 * Dg), max_draws=COLLAPSED_MAX_DRAWS,
                           max_iter=capped(500, max_iter),
-                          max_evals=None if budget is None else budget // cost_per_draw(split))  # fmt: skip
+                          max_evals=None if budget is None else _draws_within(budget, collapsed))  # fmt: skip
     mean, L = family.mean_scale(fit.theta)
     outer = VIResult("fullrank", mean, L, fit.elbo_trace, fit.elbo, fit.iterations, 0,
                      fit.converged, 0.0, fit.seconds, list(fit.warnings))  # fmt: skip
@@ -93,6 +93,40 @@ def fit_collapsed(log_joint, dim: int, split: Split, first_vi, *, seed: int = 0,
         raise CandidateFailed("the collapsed density's fixed-draw ELBO is not finite",
                               collapsed.work)  # fmt: skip
     return assemble(outer, collapsed, fit, seed)
+
+
+def start_frame(collapsed: Collapsed, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The mode of the collapsed density in g (L-BFGS from the first fit's mean of g, or from 0
+    where that is outside its support: a first fit on an unbounded spike of the whole density,
+    which the integral smooths away) and the Cholesky factor of its Laplace covariance, or of
+    the first fit's sds where the curvature is not negative definite."""
+    from scipy.optimize import minimize
+
+    sd = np.maximum(g.std(axis=0), 1e-3)
+    starts = [g.mean(axis=0), np.zeros(g.shape[1])]
+    values = [float(collapsed(s[None, :])[0]) for s in starts]
+    start = starts[0] if np.isfinite(values[0]) else starts[1]
+    if not np.isfinite(max(values)):
+        raise CandidateFailed("the collapsed density is not finite at the first fit's mean or at 0",
+                              collapsed.work)  # fmt: skip
+
+    def negative(x):
+        value = collapsed(x[None, :])
+        if not np.isfinite(value[0]):
+            return 1e300, np.zeros_like(x)
+        return -float(value[0]), -collapsed._gradient(x[None, :])[0]
+
+    with np.errstate(all="ignore"):
+        opt = minimize(negative, start, jac=True, method="L-BFGS-B", options={"maxiter": 200})
+    mode = opt.x if np.isfinite(opt.fun) and opt.fun < 1e300 else start
+    step = 1e-4 * np.maximum(1.0, np.abs(mode))
+    H = np.array([(collapsed._gradient((mode + e)[None, :])[0]
+                   - collapsed._gradient((mode - e)[None, :])[0]) / (2 * e[k])
+                  for k, e in enumerate(np.diag(step))])  # fmt: skip
+    try:
+        return mode, np.linalg.cholesky(np.linalg.inv(-0.5 * (H + H.T)))
+    except np.linalg.LinAlgError:
+        return mode, np.diag(sd)
 
 
 def assemble(outer: VIResult, collapsed: Collapsed, fit, seed: int) -> CollapsedResult:
@@ -114,7 +148,14 @@ def assemble(outer: VIResult, collapsed: Collapsed, fit, seed: int) -> Collapsed
     return q
 
 
+def _draws_within(budget: int, collapsed: Collapsed) -> int:
+    """Draw evaluations the Gaussian's solve may spend: the budget less what was spent and
+    what the moments' draws will cost."""
+    reserve = MOMENT_DRAWS * (3 + 2 * len(collapsed.split.colours))
+    return max(0, budget - collapsed.work - reserve) // cost_per_draw(collapsed.split)
+
+
 def cost_per_draw(split: Split) -> int:
     """Gradient evaluations per draw of one value-and-gradient of the collapsed density: two
-    gradients, and a product (two) per colour at the point and at 2 Dg shifted points."""
-    return 2 + 2 * len(split.colours) * (1 + 2 * len(split.outer))
+    gradients, a product (two) per colour, and a third-derivative pass (four) per colour."""
+    return 2 + 6 * len(split.colours)

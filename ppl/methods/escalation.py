@@ -133,6 +133,9 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
             best.description = f"auto, then a {name} ({_description(name, q)})"
             if name == COLLAPSED:
                 label(best, q.polish["integrated"], _outer_title(q))
+                # the integral is bounded where the whole density was not: a spike of the mode
+                # search (a scale going to 0 as the latents it scales line up) is not q's
+                q.polish["answers"] = ["unbounded density"]
         else:
             tried.append(f"a {name} ({q.grad_evals} gradient evaluations) was not better: "
                          f"{verdict}{NOT_BETTER}")  # fmt: skip
