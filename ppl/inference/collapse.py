@@ -33,6 +33,8 @@ from ppl.inference.hessian import batched_hvp
 LOG_2PI = float(np.log(2 * np.pi))
 #: The most coordinates integrated out (P is dense: draws x Dx x Dx).
 MAX_INNER = 400
+#: Rows (draws x colours) per batched product call: memory is these times the data's rows.
+ROWS = 256
 #: Relative error within which the log joint counts as quadratic in x (a second-order
 #: expansion along random steps of a few of q's sds reproduces it to this).
 QUADRATIC_TOL = 1e-7
@@ -206,9 +208,16 @@ class Collapsed:
         z[:, self.split.inner] = x
         return z
 
+    def _chunks(self, S: int):
+        """Slices of draws whose products (a row each per colour) make at most ROWS rows."""
+        step = max(1, ROWS // len(self.split.colours))
+        return [slice(i, min(i + step, S)) for i in range(0, S, step)]
+
     def precision(self, g: np.ndarray) -> np.ndarray:
         """P(g) = -H_xx, (S, Dx, Dx), from one product per colour at each row of g."""
         g = np.atleast_2d(np.asarray(g, dtype=float))
+        if len(g) > max(1, ROWS // len(self.split.colours)):
+            return np.concatenate([self.precision(g[part]) for part in self._chunks(len(g))])
         S, C, Dx = len(g), len(self.split.colours), len(self.split.inner)
         z = self.full(g, np.broadcast_to(self.x0, (S, Dx)))
         with np.errstate(all="ignore"):
@@ -287,6 +296,9 @@ class Collapsed:
     def _log_det_gradient(self, g: np.ndarray, L: np.ndarray) -> np.ndarray:
         """d(-log det P / 2)/dg: P's entries are minus products H v_c, so this is
         d/dg of sum_c <a_c, H v_c> / 2 with a_c collecting P^-1's entries read off product c."""
+        if len(g) > max(1, ROWS // len(self.split.colours)):
+            return np.concatenate([self._log_det_gradient(g[part], L[part])
+                                   for part in self._chunks(len(g))])  # fmt: skip
         S, C, Dx = len(g), len(self.split.colours), len(self.split.inner)
         eye = np.broadcast_to(np.eye(Dx), (S, Dx, Dx))
         W = _cho_solve_matrix(L, eye)  # P^-1

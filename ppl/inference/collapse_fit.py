@@ -87,6 +87,9 @@ def fit_collapsed(log_joint, dim: int, split: Split, first_vi, *, seed: int = 0,
                           max_iter=capped(500, max_iter),
                           max_evals=None if budget is None else _draws_within(budget, collapsed))  # fmt: skip
     mean, L = family.mean_scale(fit.theta)
+    # a round the budget ended before its first evaluation has no ELBO; theta is the last one's
+    finite = [r["elbo"] for r in fit.polish["rounds"] if np.isfinite(r["elbo"])]
+    fit.elbo = finite[-1] if finite else fit.elbo
     outer = VIResult("fullrank", mean, L, fit.elbo_trace, fit.elbo, fit.iterations, 0,
                      fit.converged, 0.0, fit.seconds, list(fit.warnings))  # fmt: skip
     if not np.isfinite(fit.elbo):

@@ -15,11 +15,11 @@ import numpy as np
 from ppl.inference.result import VIResult
 
 #: Cells per dimension, by dimension.
-CELLS = {1: 256, 2: 40}
+CELLS = {1: 128, 2: 40}
 #: The grid reaches out until its edge is this many nats below its peak.
 DEPTH = 25.0
 #: Half-widths tried, in units of the frame's scale.
-REACH = (6.0, 12.0, 24.0)
+REACH = (8.0, 16.0, 32.0)
 
 
 @dataclass
@@ -72,6 +72,9 @@ def fit_grid(log_density, centre: np.ndarray, scale: np.ndarray) -> GridResult:
                 break
         q = _normalised(lp, centre, frame, half)
         zeta = q.sample(np.random.default_rng(0), 4096)
+        w = np.linalg.solve(frame, (zeta - centre).T).T
+        if np.all(np.abs(w.mean(axis=0)) < 0.3) and np.all(np.abs(np.log(w.std(axis=0))) < 0.3):
+            break  # the frame was the grid's own: no second pass
         centre = zeta.mean(axis=0)
         cov = np.atleast_2d(np.cov(zeta, rowvar=False))
         try:

@@ -37,15 +37,44 @@ class CollapsedCandidate(Method):
 COLLAPSED_CANDIDATE = CollapsedCandidate()
 
 
-def collapsed(model, first, *, seed: int, budget: int | None, max_iter: int | None):
-    """The collapsed q from the first fit (None where no latent can be integrated out), with a
-    flow on the rest where the Gaussian's k-hat there is over GOOD and budget is left."""
-    from ppl.inference.collapse_fit import assemble, cost_per_draw, fit_collapsed, split_of
+#: The collapse goes before the richer Gaussians where its Hessian takes at most this many
+#: products (colours): then a draw of it costs a few gradients (eight schools 2, measurement
+#: error 3); with more (diamonds' 25 dense coefficients: 67,000 gradients where a full-rank
+#: Gaussian reached the same ELBO in 704) it comes after them, if they leave k-hat over 0.5.
+CHEAP_COLOURS = 4
+
+
+class CollapsePlan:
+    """The split of the first fit's model, found once on first use."""
+
+    def __init__(self, model, first, seed: int):
+        self.model, self.first, self.seed = model, first, seed
+        self._split, self._found = None, False
+
+    @property
+    def split(self):
+        if not self._found:
+            from ppl.inference.collapse_fit import split_of
+
+            self._split, self._found = split_of(self.model, self.first.vi, self.seed), True
+        return self._split
+
+    def cheap(self) -> bool:
+        return self.split is not None and len(self.split.colours) <= CHEAP_COLOURS
+
+    def fit(self, budget: int | None, max_iter: int | None):
+        if self.split is None:
+            return None
+        return collapsed(self.model, self.first, self.split, seed=self.seed, budget=budget,
+                         max_iter=max_iter)  # fmt: skip
+
+
+def collapsed(model, first, split, *, seed: int, budget: int | None, max_iter: int | None):
+    """The collapsed q from the first fit, with a flow on the rest where the Gaussian's k-hat
+    there is over GOOD and budget is left."""
+    from ppl.inference.collapse_fit import assemble, cost_per_draw, fit_collapsed
     from ppl.inference.flow_fit import fit_flow
 
-    split = split_of(model, first.vi, seed)
-    if split is None:
-        return None
     q = fit_collapsed(model.log_joint, model.dim, split, first.vi, seed=seed, budget=budget,
                       max_iter=max_iter)  # fmt: skip
     if len(split.outer) > FLOW_MAX_OUTER or _khat_outer(q, seed) <= GOOD:

@@ -22,7 +22,7 @@ from ppl.diagnostics.psis import GOOD, USABLE
 from ppl.errors import PplError
 from ppl.families.registry import GAUSSIAN
 from ppl.inference.result import VIResult
-from ppl.methods.collapse import COLLAPSED_CANDIDATE, collapsed, label
+from ppl.methods.collapse import COLLAPSED_CANDIDATE, CollapsePlan, label
 from ppl.methods.flow import FLOW_CANDIDATE
 from ppl.methods.result import FitResult, checked_draws, make_result
 from ppl.progress import start_phase
@@ -76,17 +76,20 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
     def left() -> int | None:
         return None if max_evals is None else max_evals - spent
 
-    steps = [(COLLAPSED, lambda: collapsed(model, first, seed=seed, budget=left(),
-                                           max_iter=max_iter))]  # fmt: skip
-    steps += _steps(first, seed, left, max_iter, made)
+    steps = _steps(first, seed, left, max_iter, made)
+    plan = CollapsePlan(model, first, seed)
+    step = (COLLAPSED, lambda: plan.fit(budget=left(), max_iter=max_iter))
+    steps.insert(0, step) if plan.cheap() else steps.append(step)  # before or after the Gaussians
     if model.dim <= FLOW_MAX_DIM and first.diagnostics["khat"] > GOOD:
         # from the best Gaussian, where its k-hat is still > 0.7 (late-bound: best, spent)
         steps.append((FLOW, lambda: _flow(model, best, seed, first.vi.grad_evals + spent)))
     for name, make in steps:
-        if name != FLOW and FULL_RANK in made and best.vi is made[FULL_RANK]:
+        if name not in (FLOW, COLLAPSED) and FULL_RANK in made and best.vi is made[FULL_RANK]:
             continue  # a full-rank Gaussian was kept: its family holds the linear-response one
         if COLLAPSED in made and best.vi is made[COLLAPSED]:
             break  # exact in the integrated latents; q of the rest had its own flow
+        if name == COLLAPSED and best is not first and best.diagnostics["khat"] <= GOOD:
+            continue  # a richer Gaussian made k-hat good
         if name == LOW_RANK and best is not first and best.diagnostics["khat"] <= USABLE:
             break  # the linear-response covariance made q usable
         if _stop_before(name, tried, left()):
@@ -172,6 +175,8 @@ def _stop_before(name: str, tried: list[str], left: int | None) -> bool:
     ELBO stopped improving) or the gradient budget is spent; says so in `tried`."""
     if tried and tried[-1].endswith(NOT_BETTER):
         tried[-1] = tried[-1][: -len(NOT_BETTER)]
+        if name == COLLAPSED:  # exact where it applies: not a Gaussian richer than the last
+            return False
         tried.append(f"the ELBO stopped improving: no {name} tried")
         return True
     if left is not None and left < MIN_CANDIDATE_EVALS:
