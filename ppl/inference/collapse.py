@@ -241,7 +241,8 @@ class Collapsed:
             g0 = _gradients(self.log_joint, z0)[:, self.split.inner]
         self.work += S
         P = self.precision(g)
-        ok = np.isfinite(lp0) & np.all(np.isfinite(g0), axis=1) & np.all(np.isfinite(P), axis=(1, 2))
+        ok = np.isfinite(lp0) & np.all(np.isfinite(g0), axis=1)
+        ok &= np.all(np.isfinite(P), axis=(1, 2))
         # P = s Pc s with Pc unit-diagonal: Pc's conditioning, not the scales', is round-off's
         scale = np.sqrt(np.abs(np.diagonal(P, axis1=1, axis2=2)))
         ok &= np.all(scale > 0, axis=1)

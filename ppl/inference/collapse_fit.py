@@ -70,7 +70,8 @@ def split_of(model, first_vi, seed: int) -> Split | None:
 
 
 def fit_collapsed(log_joint, dim: int, split: Split, first_vi, *, seed: int = 0,
-                  budget: int | None = None, max_iter: int | None = None) -> CollapsedResult:  # fmt: skip
+                  budget: int | None = None,
+                  max_iter: int | None = None) -> CollapsedResult:  # fmt: skip
     """A full-rank Gaussian on g by L-BFGS on fixed draws of the collapsed density, started at
     the first fit's moments of g; `budget` in gradient evaluations (the collapsed density's
     own count: its products included)."""
@@ -82,10 +83,10 @@ def fit_collapsed(log_joint, dim: int, split: Split, first_vi, *, seed: int = 0,
         return assemble(grid, collapsed, grid, seed)
     family = FullRankGaussian(centre, frame)
     Dg = len(split.outer)
+    within = None if budget is None else _draws_within(budget, collapsed)
     fit = fit_fixed_draws(collapsed, family, family.initial(), seed=seed,
                           first_draws=max(FIRST_DRAWS, 2 * Dg), max_draws=COLLAPSED_MAX_DRAWS,
-                          max_iter=capped(500, max_iter),
-                          max_evals=None if budget is None else _draws_within(budget, collapsed))  # fmt: skip
+                          max_iter=capped(500, max_iter), max_evals=within)  # fmt: skip
     mean, L = family.mean_scale(fit.theta)
     # a round the budget ended before its first evaluation has no ELBO; theta is the last one's
     finite = [r["elbo"] for r in fit.polish["rounds"] if np.isfinite(r["elbo"])]

@@ -16,10 +16,11 @@ from ppl.inference.result import VIResult
 
 #: Cells per dimension, by dimension.
 CELLS = {1: 128, 2: 40}
-#: The grid reaches out until its edge is this many nats below its peak.
-DEPTH = 25.0
+#: The grid reaches out until its edge is this many nats below its peak (mass beyond: under
+#: e^-14 times the tail's length in frame units).
+DEPTH = 14.0
 #: Half-widths tried, in units of the frame's scale.
-REACH = (8.0, 16.0, 32.0)
+REACH = (10.0, 20.0, 40.0)
 
 
 @dataclass
@@ -90,7 +91,8 @@ def fit_grid(log_density, centre: np.ndarray, scale: np.ndarray) -> GridResult:
 def _evaluate(log_density, centre, frame, half: float, n: int):
     h = 2 * half / n
     axis = -half + h * (np.arange(n) + 0.5)
-    w = np.stack(np.meshgrid(*[axis] * len(centre), indexing="ij"), axis=-1).reshape(-1, len(centre))
+    mesh = np.meshgrid(*[axis] * len(centre), indexing="ij")
+    w = np.stack(mesh, axis=-1).reshape(-1, len(centre))
     with np.errstate(all="ignore"):
         lp = np.asarray(log_density(centre + w @ frame.T), dtype=float)
     lp = np.where(np.isfinite(lp), lp, -np.inf).reshape((n,) * len(centre))

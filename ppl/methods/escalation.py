@@ -48,18 +48,11 @@ FIT_BUDGET = 50_000
 def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
                      progress=None, max_evals: int | None = None,
                      max_iter: int | None = None) -> FitResult:  # fmt: skip
-    """The deterministic road's candidates beyond mean-field, where k-hat is not good (> 0.5)
-    or the mode's precision hides a correlation: D <= FULL_RANK_MAX_DIM, a full-rank Gaussian
-    on a fixed-draw ELBO (ppl.inference.auto.richer; when kept, its family holds the
-    linear-response one); larger D, the linear-response covariance, then a low-rank-plus-
-    diagonal Gaussian along its leading directions unless that covariance made k-hat <= 0.7
-    (on the 104-parameter varying intercepts the low-rank one had an ELBO 0.1 nats higher but
-    k-hat 0.90, for three times the gradients); D <= FLOW_MAX_DIM with k-hat still > 0.7, a
-    normalizing flow from the best Gaussian. A good k-hat without a hidden correlation ends the
-    road at the mean-field fit (on posteriordb the linear-response covariance of such a fit never
-    beat it by more than 0.05 nats). Each candidate is kept when its ELBO on its own output
-    draws is higher than the best so far (the same space: comparable), as a result described by
-    `candidate`; escalation stops when the ELBO stops improving or the budget is spent."""
+    """The deterministic road's candidates beyond mean-field where k-hat is not good (> 0.5)
+    or the posterior's curvature hides a correlation (the rules: _steps, _skip, the module's
+    docstring and docs/auto.md). Each is kept when its ELBO on its own output draws is higher
+    than the best so far, as a result described by `candidate`; escalation stops when the ELBO
+    stops improving or the budget is spent."""
     from ppl.inference.checkpoint import Interrupted
 
     model = first.model
@@ -67,9 +60,7 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
     draws = len(next(iter(first.draws.values())))
     best, spent, tried = first, 0, []
     made: dict[str, VIResult] = {}
-    hidden = hidden_in(first) if (first.vi.polish or {}).get("mode_converged", True) else None
-    if not first.diagnostics["khat"] > GOOD and hidden is None:
-        hidden = hidden_at_mean(first, log_joint, rng)
+    hidden = _hidden(first, log_joint, rng)
     if not first.diagnostics["khat"] > GOOD and hidden is None:
         return first
 
@@ -77,22 +68,15 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
         return None if max_evals is None else max_evals - spent
 
     steps = _steps(first, seed, left, max_iter, made)
-    plan = CollapsePlan(model, first, seed)
-    step = (COLLAPSED, lambda: plan.fit(budget=left(), max_iter=max_iter))
-    steps.insert(0, step) if plan.cheap() else steps.append(step)  # before or after the Gaussians
+    _place_collapse(steps, first, CollapsePlan(model, first, seed), left, max_iter)
     if model.dim <= FLOW_MAX_DIM and first.diagnostics["khat"] > GOOD:
         # from the best Gaussian, where its k-hat is still > 0.7 (late-bound: best, spent)
         steps.append((FLOW, lambda: _flow(model, best, seed, first.vi.grad_evals + spent)))
     for name, make in steps:
-        if name not in (FLOW, COLLAPSED) and FULL_RANK in made and best.vi is made[FULL_RANK]:
-            continue  # a full-rank Gaussian was kept: its family holds the linear-response one
-        if COLLAPSED in made and best.vi is made[COLLAPSED]:
-            break  # exact in the integrated latents; q of the rest had its own flow
-        if name == COLLAPSED and best is not first and best.diagnostics["khat"] <= GOOD:
-            continue  # a richer Gaussian made k-hat good
-        if name == LOW_RANK and best is not first and best.diagnostics["khat"] <= USABLE:
-            break  # the linear-response covariance made q usable
-        if _stop_before(name, tried, left()):
+        skip = _skip(name, made, best, first)
+        if skip == "next":
+            continue
+        if skip == "end" or _stop_before(name, tried, left()):
             break
         start = time.perf_counter()
         start_phase(progress, f"a {name}, and its PSIS check")
@@ -155,7 +139,8 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
         why = (
             f"had PSIS k-hat {k:.2f} > {GOOD}"
             if k > GOOD
-            else f"had PSIS k-hat {k:.2f}, but the posterior's curvature says it understates {hidden}"
+            else f"had PSIS k-hat {k:.2f}, but the posterior's curvature says it understates "
+            f"{hidden}"
         )
         best.notes.append(f"auto: the mean-field fit {why}; " + "; ".join(tried))  # fmt: skip
     return best
@@ -165,9 +150,47 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
 #: Gaussians (mean-field understates that coordinate's sd by this factor or more: outside the
 #: [0.8, 1.25] band of sd ratios benchmarks/accuracy.py calls good).
 HIDDEN = 1.25
+#: Above this many coordinates a cheap collapse (ppl.methods.collapse.CHEAP_COLOURS) goes before
+#: the richer Gaussians (measurement error, 65: the full-rank Gaussian spent 12,500 gradients
+#: the collapse then lacked); below, a full-rank Gaussian costs a few hundred (arK: 176) and
+#: often ends the road.
+COLLAPSE_FIRST_DIM = 20
 #: Fewer gradient evaluations left than this: no more candidates.
 MIN_CANDIDATE_EVALS = 1000
 NOT_BETTER = " [not better]"
+
+
+def _hidden(first: FitResult, log_joint, rng) -> str | None:
+    """What the mode's precision, or where it says nothing with a good k-hat the curvature at
+    q's mean, says mean-field understates (hidden_in, hidden_at_mean)."""
+    hidden = hidden_in(first) if (first.vi.polish or {}).get("mode_converged", True) else None
+    if not first.diagnostics["khat"] > GOOD and hidden is None:
+        hidden = hidden_at_mean(first, log_joint, rng)
+    return hidden
+
+
+def _place_collapse(steps: list, first: FitResult, plan, left, max_iter) -> None:
+    """The collapse before the Gaussians (whose cost grows with D^2) where it is cheap and D is
+    over COLLAPSE_FIRST_DIM, else after them (where they leave q unusable)."""
+    step = (COLLAPSED, lambda: plan.fit(budget=left(), max_iter=max_iter))
+    if first.diagnostics["khat"] > GOOD and first.model.dim > COLLAPSE_FIRST_DIM and plan.cheap():
+        steps.insert(0, step)
+    else:
+        steps.append(step)
+
+
+def _skip(name: str, made: dict, best: FitResult, first: FitResult) -> str | None:
+    """Whether the candidate `name` is skipped ("next") or ends the escalation ("end")."""
+    if name not in (FLOW, COLLAPSED) and FULL_RANK in made and best.vi is made[FULL_RANK]:
+        return "next"  # a full-rank Gaussian was kept: its family holds the linear-response one
+    if COLLAPSED in made and best.vi is made[COLLAPSED]:
+        return "end"  # exact in the integrated latents; q of the rest had its own flow
+    if name == COLLAPSED and best is not first and best.diagnostics["khat"] <= USABLE:
+        return "next"  # a richer Gaussian made q usable (as for the flow; mesquite: 0.67 in 88
+        # gradients, where the collapse's 0.14 cost 2,948)
+    if name == LOW_RANK and best is not first and best.diagnostics["khat"] <= USABLE:
+        return "end"  # the linear-response covariance made q usable
+    return None
 
 
 def _stop_before(name: str, tried: list[str], left: int | None) -> bool:
@@ -216,7 +239,15 @@ def hidden_in(first: FitResult) -> str | None:
 
 
 def _steps(first: FitResult, seed: int, left, max_iter, made: dict) -> list:
-    """The candidates beyond mean-field, in order, as (name, make) pairs (see richer_if_better)."""
+    """The Gaussians beyond mean-field, in order, as (name, make) pairs: D <= FULL_RANK_MAX_DIM,
+    a full-rank Gaussian on a fixed-draw ELBO (ppl.inference.auto.richer; when kept, its family
+    holds the linear-response one); larger D, the linear-response covariance, then a low-rank-
+    plus-diagonal Gaussian along its leading directions unless that covariance made k-hat <= 0.7
+    (on the 104-parameter varying intercepts the low-rank one had an ELBO 0.1 nats higher but
+    k-hat 0.90, for three times the gradients). A good k-hat with a hidden correlation: only the
+    linear-response covariance (on posteriordb, beyond it, the mean-field fit was never beaten
+    by more than 0.05 nats). richer_if_better adds the collapse (ppl.methods.collapse) and,
+    D <= FLOW_MAX_DIM with k-hat still > 0.7, a normalizing flow from the best Gaussian."""
     from ppl.inference.auto import linear_response, low_rank, richer
 
     model = first.model
@@ -284,6 +315,8 @@ def hidden_at_mean(first: FitResult, log_joint, rng) -> str | None:
 
     with np.errstate(all="ignore"):
         faults = hidden_correlation_faults(first, log_joint, rng)
+    if not first.diagnostics.get("sd_understated", 1.0) > HIDDEN:
+        return None
     names = sorted({p for f in faults for p in f["parameters"]})
     return "the sds of " + ", ".join(names) + " (the curvature at q's mean)" if names else None
 
