@@ -64,7 +64,7 @@ def judge(result, log_joint, rng: np.random.Generator) -> None:
     diag["judged"] = True
     faults: list[dict] = []
     khat = _settled_khat(result, log_joint, rng, faults)
-    faults += _hidden_correlation(result, log_joint, rng)
+    faults += hidden_correlation_faults(result, log_joint, rng)
     if khat <= diag["khat_threshold"]:
         faults += _reweighted_moments(result)
     polish = getattr(result.vi, "polish", None) or {}
@@ -172,7 +172,7 @@ def _tail_fault(result, zeta, log_weights, khat: float) -> dict:
     return {"parameters": names or _names(result, None), "how": how, "detail": detail}
 
 
-def _hidden_correlation(result, log_joint, rng) -> list[dict]:
+def hidden_correlation_faults(result, log_joint, rng) -> list[dict]:
     """A q that factorises over blocks of coordinates where the posterior correlates them:
     its sds are too small (see above). The blocks are where q's own draws correlate."""
     if any(lat.binary for lat in result.model.latents):

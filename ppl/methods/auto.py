@@ -143,7 +143,8 @@ class Auto(CompositeMethod):
         mine = getattr(result.vi, "polish", None)
         if mine is not polish:  # a candidate was kept: the faults found on the way go with it
             if isinstance(mine, dict):
-                mine.setdefault("faults", []).extend(faults)
+                answered = mine.get("answers", [])
+                mine.setdefault("faults", []).extend(f for f in faults if f["how"] not in answered)
             else:
                 result.vi.polish = {"faults": list(faults)}
         mode = polish.get("mode") if polish.get("mode_converged") else None

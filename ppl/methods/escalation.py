@@ -22,6 +22,7 @@ from ppl.diagnostics.psis import GOOD, USABLE
 from ppl.errors import PplError
 from ppl.families.registry import GAUSSIAN
 from ppl.inference.result import VIResult
+from ppl.methods.collapse import COLLAPSED_CANDIDATE, CollapsePlan, label
 from ppl.methods.flow import FLOW_CANDIDATE
 from ppl.methods.result import FitResult, checked_draws, make_result
 from ppl.progress import start_phase
@@ -47,18 +48,11 @@ FIT_BUDGET = 50_000
 def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
                      progress=None, max_evals: int | None = None,
                      max_iter: int | None = None) -> FitResult:  # fmt: skip
-    """The deterministic road's candidates beyond mean-field, where k-hat is not good (> 0.5)
-    or the mode's precision hides a correlation: D <= FULL_RANK_MAX_DIM, a full-rank Gaussian
-    on a fixed-draw ELBO (ppl.inference.auto.richer; when kept, its family holds the
-    linear-response one); larger D, the linear-response covariance, then a low-rank-plus-
-    diagonal Gaussian along its leading directions unless that covariance made k-hat <= 0.7
-    (on the 104-parameter varying intercepts the low-rank one had an ELBO 0.1 nats higher but
-    k-hat 0.90, for three times the gradients); D <= FLOW_MAX_DIM with k-hat still > 0.7, a
-    normalizing flow from the best Gaussian. A good k-hat without a hidden correlation ends the
-    road at the mean-field fit (on posteriordb the linear-response covariance of such a fit never
-    beat it by more than 0.05 nats). Each candidate is kept when its ELBO on its own output
-    draws is higher than the best so far (the same space: comparable), as a result described by
-    `candidate`; escalation stops when the ELBO stops improving or the budget is spent."""
+    """The deterministic road's candidates beyond mean-field where k-hat is not good (> 0.5)
+    or the posterior's curvature hides a correlation (the rules: _steps, _skip, the module's
+    docstring and docs/auto.md). Each is kept when its ELBO on its own output draws is higher
+    than the best so far, as a result described by `candidate`; escalation stops when the ELBO
+    stops improving or the budget is spent."""
     from ppl.inference.checkpoint import Interrupted
 
     model = first.model
@@ -66,7 +60,7 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
     draws = len(next(iter(first.draws.values())))
     best, spent, tried = first, 0, []
     made: dict[str, VIResult] = {}
-    hidden = hidden_in(first) if (first.vi.polish or {}).get("mode_converged", True) else None
+    hidden = _hidden(first, log_joint, rng)
     if not first.diagnostics["khat"] > GOOD and hidden is None:
         return first
 
@@ -74,15 +68,15 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
         return None if max_evals is None else max_evals - spent
 
     steps = _steps(first, seed, left, max_iter, made)
+    _place_collapse(steps, first, CollapsePlan(model, first, seed), left, max_iter)
     if model.dim <= FLOW_MAX_DIM and first.diagnostics["khat"] > GOOD:
         # from the best Gaussian, where its k-hat is still > 0.7 (late-bound: best, spent)
         steps.append((FLOW, lambda: _flow(model, best, seed, first.vi.grad_evals + spent)))
     for name, make in steps:
-        if name != FLOW and FULL_RANK in made and best.vi is made[FULL_RANK]:
-            continue  # a full-rank Gaussian was kept: its family holds the linear-response one
-        if name == LOW_RANK and best is not first and best.diagnostics["khat"] <= USABLE:
-            break  # the linear-response covariance made q usable
-        if _stop_before(name, tried, left()):
+        skip = _skip(name, made, best, first)
+        if skip == "next":
+            continue
+        if skip == "end" or _stop_before(name, tried, left()):
             break
         start = time.perf_counter()
         start_phase(progress, f"a {name}, and its PSIS check")
@@ -118,11 +112,17 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
             q.elbo_trace = list(first.vi.elbo_trace) + [
                 (last + 1 + i, e) for i, e in (q.elbo_trace or [(0, theirs)])
             ]
-            best = make_result(model, q, FLOW_CANDIDATE if name == FLOW else candidate, gaussian,
-                               log_joint, rng, draws=draws, seed=first.seed, checked=checked,
+            how = {FLOW: FLOW_CANDIDATE, COLLAPSED: COLLAPSED_CANDIDATE}.get(name, candidate)
+            best = make_result(model, q, how, gaussian, log_joint, rng, draws=draws,
+                               seed=first.seed, checked=checked,
                                seconds=time.perf_counter() - start + best.seconds,
                                refinement=first.refinement)  # fmt: skip
-            best.description = f"auto, then a {name} ({DESCRIPTIONS[name]})"
+            best.description = f"auto, then a {name} ({_description(name, q)})"
+            if name == COLLAPSED:
+                label(best, q.polish["integrated"], _outer_title(q))
+                # the integral is bounded where the whole density was not: a spike of the mode
+                # search (a scale going to 0 as the latents it scales line up) is not q's
+                q.polish["answers"] = ["unbounded density"]
         else:
             tried.append(f"a {name} ({q.grad_evals} gradient evaluations) was not better: "
                          f"{verdict}{NOT_BETTER}")  # fmt: skip
@@ -139,7 +139,8 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
         why = (
             f"had PSIS k-hat {k:.2f} > {GOOD}"
             if k > GOOD
-            else f"had PSIS k-hat {k:.2f}, but the mode's precision says it understates {hidden}"
+            else f"had PSIS k-hat {k:.2f}, but the posterior's curvature says it understates "
+            f"{hidden}"
         )
         best.notes.append(f"auto: the mean-field fit {why}; " + "; ".join(tried))  # fmt: skip
     return best
@@ -149,9 +150,47 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
 #: Gaussians (mean-field understates that coordinate's sd by this factor or more: outside the
 #: [0.8, 1.25] band of sd ratios benchmarks/accuracy.py calls good).
 HIDDEN = 1.25
+#: Above this many coordinates a cheap collapse (ppl.methods.collapse.CHEAP_COLOURS) goes before
+#: the richer Gaussians (measurement error, 65: the full-rank Gaussian spent 12,500 gradients
+#: the collapse then lacked); below, a full-rank Gaussian costs a few hundred (arK: 176) and
+#: often ends the road.
+COLLAPSE_FIRST_DIM = 20
 #: Fewer gradient evaluations left than this: no more candidates.
 MIN_CANDIDATE_EVALS = 1000
 NOT_BETTER = " [not better]"
+
+
+def _hidden(first: FitResult, log_joint, rng) -> str | None:
+    """What the mode's precision, or where it says nothing with a good k-hat the curvature at
+    q's mean, says mean-field understates (hidden_in, hidden_at_mean)."""
+    hidden = hidden_in(first) if (first.vi.polish or {}).get("mode_converged", True) else None
+    if not first.diagnostics["khat"] > GOOD and hidden is None:
+        hidden = hidden_at_mean(first, log_joint, rng)
+    return hidden
+
+
+def _place_collapse(steps: list, first: FitResult, plan, left, max_iter) -> None:
+    """The collapse before the Gaussians (whose cost grows with D^2) where it is cheap and D is
+    over COLLAPSE_FIRST_DIM, else after them (where they leave q unusable)."""
+    step = (COLLAPSED, lambda: plan.fit(budget=left(), max_iter=max_iter))
+    if first.diagnostics["khat"] > GOOD and first.model.dim > COLLAPSE_FIRST_DIM and plan.cheap():
+        steps.insert(0, step)
+    else:
+        steps.append(step)
+
+
+def _skip(name: str, made: dict, best: FitResult, first: FitResult) -> str | None:
+    """Whether the candidate `name` is skipped ("next") or ends the escalation ("end")."""
+    if name not in (FLOW, COLLAPSED) and FULL_RANK in made and best.vi is made[FULL_RANK]:
+        return "next"  # a full-rank Gaussian was kept: its family holds the linear-response one
+    if COLLAPSED in made and best.vi is made[COLLAPSED]:
+        return "end"  # exact in the integrated latents; q of the rest had its own flow
+    if name == COLLAPSED and best is not first and best.diagnostics["khat"] <= USABLE:
+        return "next"  # a richer Gaussian made q usable (as for the flow; mesquite: 0.67 in 88
+        # gradients, where the collapse's 0.14 cost 2,948)
+    if name == LOW_RANK and best is not first and best.diagnostics["khat"] <= USABLE:
+        return "end"  # the linear-response covariance made q usable
+    return None
 
 
 def _stop_before(name: str, tried: list[str], left: int | None) -> bool:
@@ -159,6 +198,8 @@ def _stop_before(name: str, tried: list[str], left: int | None) -> bool:
     ELBO stopped improving) or the gradient budget is spent; says so in `tried`."""
     if tried and tried[-1].endswith(NOT_BETTER):
         tried[-1] = tried[-1][: -len(NOT_BETTER)]
+        if name == COLLAPSED:  # exact where it applies: not a Gaussian richer than the last
+            return False
         tried.append(f"the ELBO stopped improving: no {name} tried")
         return True
     if left is not None and left < MIN_CANDIDATE_EVALS:
@@ -198,7 +239,15 @@ def hidden_in(first: FitResult) -> str | None:
 
 
 def _steps(first: FitResult, seed: int, left, max_iter, made: dict) -> list:
-    """The candidates beyond mean-field, in order, as (name, make) pairs (see richer_if_better)."""
+    """The Gaussians beyond mean-field, in order, as (name, make) pairs: D <= FULL_RANK_MAX_DIM,
+    a full-rank Gaussian on a fixed-draw ELBO (ppl.inference.auto.richer; when kept, its family
+    holds the linear-response one); larger D, the linear-response covariance, then a low-rank-
+    plus-diagonal Gaussian along its leading directions unless that covariance made k-hat <= 0.7
+    (on the 104-parameter varying intercepts the low-rank one had an ELBO 0.1 nats higher but
+    k-hat 0.90, for three times the gradients). A good k-hat with a hidden correlation: only the
+    linear-response covariance (on posteriordb, beyond it, the mean-field fit was never beaten
+    by more than 0.05 nats). richer_if_better adds the collapse (ppl.methods.collapse) and,
+    D <= FLOW_MAX_DIM with k-hat still > 0.7, a normalizing flow from the best Gaussian."""
     from ppl.inference.auto import linear_response, low_rank, richer
 
     model = first.model
@@ -234,6 +283,7 @@ FULL_RANK = "full-rank Gaussian"
 LOW_RANK = "low-rank-plus-diagonal Gaussian"
 LINEAR_RESPONSE = "linear-response covariance"
 FLOW = "normalizing flow"
+COLLAPSED = "collapsed q"
 DESCRIPTIONS = {
     FLOW: "sinh-arcsinh marginals and affine coupling layers from the best Gaussian, L-BFGS on "
     "the ELBO over fixed draws",
@@ -241,6 +291,34 @@ DESCRIPTIONS = {
     FULL_RANK: "L-BFGS on the ELBO over fixed draws",
     LOW_RANK: "L-BFGS on the ELBO over fixed draws",
 }
+
+
+def _description(name: str, q) -> str:
+    if name != COLLAPSED:
+        return DESCRIPTIONS[name]
+    outer = "a normalizing flow" if q.polish.get("outer_family") else "a full-rank Gaussian"
+    return (f"{', '.join(q.polish['integrated'])} integrated out exactly, their Gaussian "
+            f"conditional given the rest; {outer} on the other {q.polish['outer_dim']} "
+            "coordinates, L-BFGS on the ELBO over fixed draws")
+
+
+def _outer_title(q) -> str:
+    return FLOW_CANDIDATE.families.gaussian if q.polish.get("outer_family") else \
+        COLLAPSED_CANDIDATE.families.gaussian  # fmt: skip
+
+
+def hidden_at_mean(first: FitResult, log_joint, rng) -> str | None:
+    """The latents whose sds the mean-field q understates by more than HIDDEN by the
+    curvature at q's mean (the verdict's check, ppl.diagnostics.verdict), where the mode's
+    precision could not say (a funnel's mode), as 'the sds of a, ...', or None."""
+    from ppl.diagnostics.verdict import hidden_correlation_faults
+
+    with np.errstate(all="ignore"):
+        faults = hidden_correlation_faults(first, log_joint, rng)
+    if not first.diagnostics.get("sd_understated", 1.0) > HIDDEN:
+        return None
+    names = sorted({p for f in faults for p in f["parameters"]})
+    return "the sds of " + ", ".join(names) + " (the curvature at q's mean)" if names else None
 
 
 def _flow(model, best: FitResult, seed: int, spent: int):

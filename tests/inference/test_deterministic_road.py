@@ -175,13 +175,15 @@ def test_sparse_gamma_poisson_posterior_is_recovered_in_the_gamma_family():
 
 
 @pytest.mark.parametrize("seed", [1, 2])
-def test_default_fit_counts_hundreds_of_gradients_not_tens_of_thousands(seed):
+def test_default_fit_counts_thousands_of_gradients_not_tens_of_thousands(seed):
     """Eight schools took 14,472 gradient evaluations by stochastic ADVI then L-BFGS; the
-    deterministic road needs 850-3,700 over seeds 1-6, and the linear-response covariance it
-    then tries about 2,000 more (counted exactly: draws x objective evaluations)."""
+    deterministic road needs 850-3,700 over seeds 1-6, the linear-response covariance it then
+    tries about 1,000 more, and the collapse that ends it exact (mu and theta integrated out,
+    a grid on log tau) 3,000-6,000 (Hessian-vector products counted as two gradients each):
+    6,184 and 9,203 on seeds 1 and 2."""
     result = fit(build(SCHOOLS[0], SCHOOLS[1:], seed=seed), "auto", seed=seed)
     assert result.method == "auto" and result.vi.converged
-    assert result.vi.grad_evals < 7000
+    assert result.vi.grad_evals < 12_000
 
 
 @pytest.mark.slow
