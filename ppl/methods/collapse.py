@@ -10,7 +10,6 @@ import numpy as np
 
 from ppl.diagnostics.psis import GOOD, psis
 from ppl.families.choice import FamilyPolicy
-from ppl.inference.auto import CandidateFailed
 from ppl.methods.base import Method, fixed_draw_ending
 
 #: The most coordinates left to VI for which the flow is tried on them.
@@ -18,17 +17,35 @@ FLOW_MAX_OUTER = 10
 #: Draws of q(g) on which its k-hat against the collapsed density decides the flow.
 KHAT_DRAWS = 1000
 CONDITIONAL_TITLE = "exact Gaussian conditional given the rest (integrated out)"
+GRID_TITLE = "piecewise-constant density on a grid (numerical integration, as INLA's)"
 
 
 class CollapsedCandidate(Method):
     """q(g) times the exact conditional of the integrated latents (labels say which is which)."""
 
     name = "auto"
-    fitted_as = "fullrank"
+    fitted_as = "auto"  # fit.json's method: q is part exact, part a grid, a Gaussian or a flow
     families = FamilyPolicy(gaussian="full-rank Gaussian")
 
     def method_text(self, result, rows: str) -> str:
         return result.description + rows
+
+    def variational_parameters(self, result) -> dict:
+        """Per latent, q's marginal means and sds on the unconstrained scale (from its draws),
+        and whether the latent was integrated out ("conditional") or kept: "grid", a flow or
+        a Gaussian."""
+        from ppl.families.registry import GAUSSIAN
+
+        vi, sd = result.vi, result.vi.sd
+        integrated = vi.polish.get("integrated", [])
+        kept = vi.polish.get("outer")
+        kept = GAUSSIAN if kept == "fullrank" else kept
+        out = {}
+        for lat in result.model.latents:
+            part = slice(lat.offset, lat.offset + lat.size)
+            out[lat.name] = {"family": "conditional" if lat.name in integrated else kept,
+                             "mean": vi.mean[part].tolist(), "sd": sd[part].tolist()}  # fmt: skip
+        return out
 
     def ended_by(self, result, met: bool, iterations: int) -> str:
         return fixed_draw_ending(met)
@@ -72,6 +89,7 @@ class CollapsePlan:
 def collapsed(model, first, split, *, seed: int, budget: int | None, max_iter: int | None):
     """The collapsed q from the first fit, with a flow on the rest where the Gaussian's k-hat
     there is over GOOD and budget is left."""
+    from ppl.inference.auto import CandidateFailed
     from ppl.inference.collapse_fit import assemble, cost_per_draw, fit_collapsed
     from ppl.inference.flow_fit import fit_flow
 
@@ -86,9 +104,22 @@ def collapsed(model, first, split, *, seed: int, budget: int | None, max_iter: i
     except CandidateFailed as e:
         q.polish["flow"] = str(e)
         return q
-    better = assemble(flow, q.collapsed, flow, seed)
-    better.polish["outer_family"] = "flow"
-    return better
+    return assemble(flow, q.collapsed, flow, seed)
+
+
+def outer_title(q) -> str:
+    """The family line of the coordinates q keeps (a grid, a flow, a full-rank Gaussian)."""
+    from ppl.families.flow import FLOW, FLOW_TITLE
+
+    return {"grid": GRID_TITLE, FLOW: FLOW_TITLE}.get(q.polish.get("outer"),
+                                                       CollapsedCandidate.families.gaussian)
+
+
+def outer_phrase(q) -> str:
+    from ppl.families.flow import FLOW
+
+    phrases = {"grid": "a grid", FLOW: "a normalizing flow"}
+    return phrases.get(q.polish.get("outer"), "a full-rank Gaussian, L-BFGS on fixed draws,")
 
 
 def _khat_outer(q, seed: int) -> float:

@@ -22,7 +22,13 @@ from ppl.diagnostics.psis import GOOD, USABLE
 from ppl.errors import PplError
 from ppl.families.registry import GAUSSIAN
 from ppl.inference.result import VIResult
-from ppl.methods.collapse import COLLAPSED_CANDIDATE, CollapsePlan, label
+from ppl.methods.collapse import (
+    COLLAPSED_CANDIDATE,
+    CollapsePlan,
+    label,
+    outer_phrase,
+    outer_title,
+)
 from ppl.methods.flow import FLOW_CANDIDATE
 from ppl.methods.result import FitResult, checked_draws, make_result
 from ppl.progress import start_phase
@@ -119,7 +125,7 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
                                refinement=first.refinement)  # fmt: skip
             best.description = f"auto, then a {name} ({_description(name, q)})"
             if name == COLLAPSED:
-                label(best, q.polish["integrated"], _outer_title(q))
+                label(best, q.polish["integrated"], outer_title(q))
                 # the integral is bounded where the whole density was not: a spike of the mode
                 # search (a scale going to 0 as the latents it scales line up) is not q's
                 q.polish["answers"] = ["unbounded density"]
@@ -296,15 +302,9 @@ DESCRIPTIONS = {
 def _description(name: str, q) -> str:
     if name != COLLAPSED:
         return DESCRIPTIONS[name]
-    outer = "a normalizing flow" if q.polish.get("outer_family") else "a full-rank Gaussian"
     return (f"{', '.join(q.polish['integrated'])} integrated out exactly, their Gaussian "
-            f"conditional given the rest; {outer} on the other {q.polish['outer_dim']} "
-            "coordinates, L-BFGS on the ELBO over fixed draws")
-
-
-def _outer_title(q) -> str:
-    return FLOW_CANDIDATE.families.gaussian if q.polish.get("outer_family") else \
-        COLLAPSED_CANDIDATE.families.gaussian  # fmt: skip
+            f"conditional given the rest; {outer_phrase(q)} on the other "
+            f"{q.polish['outer_dim']} coordinates")  # fmt: skip
 
 
 def hidden_at_mean(first: FitResult, log_joint, rng) -> str | None:

@@ -103,7 +103,9 @@ def test_summary_columns_and_mcse(schools):
     np.testing.assert_allclose(table.loc["theta[3]", "mcse"],
                                theta[:, 2].std(ddof=1) / np.sqrt(len(theta)))  # fmt: skip
     assert fit.khat == fit.diagnostics["khat"] and np.isfinite(fit.elbo)
-    assert fit.elbo_trace.shape[1] == 2 and fit.families["tau"].startswith("gamma")
+    # the road ends at the collapse: mu and theta integrated out, a grid on log tau
+    assert fit.elbo_trace.shape[1] == 2 and fit.families["tau"].startswith("piecewise-constant")
+    assert fit.families["theta_trans"].startswith("exact Gaussian conditional")
     assert "PSIS k-hat" in str(fit) and "theta[8]" in str(fit)
 
 

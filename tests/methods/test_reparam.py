@@ -54,8 +54,11 @@ def test_eight_schools_centred_is_non_centred_and_near_the_exact_posterior():
     assert result.draws["theta"].shape == (1000, 8)
     assert any("non-centred" in n and "kept" in n for n in result.notes), result.notes
     assert result.families["theta"].endswith("on theta_raw (non-centred)")
-    # both ELBOs bound the same log evidence: the higher is the better q
-    assert result.diagnostics["elbo"] > centred.diagnostics["elbo"]  # even the centred flow
+    # both ELBOs bound the same log evidence: the higher is the better q; the centred program's
+    # road ends at the collapse (mu and theta integrated out: exact but for tau's grid), so
+    # the two tie to Monte Carlo error
+    error = 3 * max(result.diagnostics["elbo_mcse"], centred.diagnostics["elbo_mcse"])
+    assert result.diagnostics["elbo"] > centred.diagnostics["elbo"] - error
     assert result.diagnostics["khat"] <= 0.5  # the centred one is a flow by now, its k-hat varies
     for name, (mean, sd) in EXACT.items():
         draws = result.draws[name]
