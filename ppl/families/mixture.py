@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import autograd.numpy as anp
 import numpy as np
-from autograd.scipy.special import logsumexp
 
 from ppl.families.gaussian import FullRankGaussian
+from ppl.library.special import logsumexp
 
 #: The family's name (fit.json's method and the label's title say it).
 MIXTURE = "mixture"
