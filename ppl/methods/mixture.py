@@ -14,6 +14,7 @@ from ppl.families.choice import FamilyPolicy
 from ppl.families.mixture import MIXTURE, MIXTURE_TITLE
 from ppl.families.registry import GAUSSIAN
 from ppl.methods.base import FitOptions, Method, fixed_draw_ending
+from ppl.methods.escalation import FULL_RANK_MAX_DIM
 from ppl.methods.result import FitResult, checked_draws, make_result
 from ppl.progress import start_phase
 
@@ -50,6 +51,11 @@ class MixtureCandidate(Method):
 
 MIXTURE_CANDIDATE = MixtureCandidate()
 
+#: The largest dimension the mixture is tried at: its components are full-rank Gaussians, tried
+#: up to the full-rank Gaussian's limit (a K-fold full-rank fit beyond it costs more than the
+#: road's budget allows); above it the second-mode fault stands.
+MIXTURE_MAX_DIM = FULL_RANK_MAX_DIM
+
 #: How the description of a kept mixture ends.
 DESCRIPTION = ("one full-rank component at each mode the mode searches found, L-BFGS on the "
                "stratified ELBO over fixed draws")  # fmt: skip
@@ -65,6 +71,10 @@ def mixture_if_better(first: FitResult, log_joint, rng, options: FitOptions, *,
     from ppl.inference.auto import CandidateFailed
     from ppl.inference.mixture_fit import fit_mixture, mixture_starts
 
+    if first.model.dim > MIXTURE_MAX_DIM:
+        first.notes.append(f"auto: no mixture of Gaussians was tried for the second mode: "
+                           f"{first.model.dim} parameters, over {MIXTURE_MAX_DIM}")  # fmt: skip
+        return first
     start = time.perf_counter()
     start_phase(options.progress, "a mixture of Gaussians, one per mode found")
     spent = 0

@@ -172,3 +172,16 @@ def test_without_a_second_mode_the_mixture_never_runs(monkeypatch):
     result = fit(model, "auto", seed=1)
     assert result.method != MIXTURE
     assert not any("mixture" in note for note in result.notes)
+
+
+def test_above_its_dimension_limit_the_second_mode_stays_a_fault(monkeypatch):
+    """Over MIXTURE_MAX_DIM parameters (here the limit lowered to 0) no mixture is tried: the
+    verdict names the second mode and a note says why."""
+    import ppl.methods.mixture as mixture_method
+
+    monkeypatch.setattr(mixture_method, "MIXTURE_MAX_DIM", 0)
+    result = fit(_model(MIXTURES["equal, +-10"][0]), "auto", seed=1)
+    assert result.method != MIXTURE
+    assert result.diagnostics["verdict"] == "not reliable"
+    assert any(f["how"] == "second mode" for f in result.diagnostics["faults"])
+    assert any("no mixture of Gaussians was tried" in note for note in result.notes)
