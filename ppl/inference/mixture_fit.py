@@ -71,25 +71,88 @@ class _Weighted:
         return self.log_joint(rows[:, : self.dim]) * rows[:, self.dim]
 
 
-def mixture_starts(log_joint: Callable, vi, polish: dict) -> tuple[list, list, np.ndarray, int]:
+#: Antithetic pairs of Stan's initial points (uniform(-2, 2)) from which short mode searches
+#: look for modes beyond the two the road found (two modes make more plausible: a third one
+#: the mixture missed would leave its verdict "good" on a wrong q).
+MORE_STARTS = 3
+#: At most this many components.
+MAX_COMPONENTS = 4
+
+
+def mixture_starts(log_joint: Callable, vi, polish: dict, rng: np.random.Generator | None = None,
+                   *, max_evals: int | None = None,
+                   progress=None) -> tuple[list, list, np.ndarray, int]:  # fmt: skip
     """The components' starts from the road's record: the fitted Gaussian (q's mean and scale)
     on the mode it was built on, and N(point, Laplace covariance there) on each other mode
-    found (the fitted scale where the Hessian there is not positive definite); the weights by
-    the Laplace estimate of each mode's mass, p(mode) |L|. Returns (means, scales, weights,
-    gradient evaluations spent on Hessians)."""
+    found, by the road or (with `rng`) by more_modes (the fitted scale where the Hessian there
+    is not positive definite); the weights by the Laplace estimate of each mode's mass,
+    p(mode) |L|. Returns (means, scales, weights, gradient evaluations spent)."""
     mean, L = gaussian_of(vi)
     second = polish["second_mode"]
-    means, scales, spent = [mean], [L], 0
-    point = np.asarray(second["point"], dtype=float)
-    precision = mode_hessian(log_joint, point)
-    spent += 2 * len(point) if precision is not None else 0
-    lap = laplace_start(point, precision)
-    means.append(point)
-    scales.append(L if lap is None else lap.scale_tril)
-    log_mass = np.array(second["log_density"], dtype=float)
-    log_mass += [float(np.sum(np.log(np.abs(np.diag(s))))) for s in scales]
+    means, scales, log_mass, spent = [mean], [L], list(second["log_density"][:1]), 0
+    others = [(np.asarray(second["point"], dtype=float), float(second["log_density"][1]))]
+    pending = list(others)
+    while pending:
+        point, lp = pending.pop(0)
+        precision = mode_hessian(log_joint, point)
+        spent += 2 * len(point) if precision is not None else 0
+        lap = laplace_start(point, precision)
+        means.append(point)
+        scales.append(L if lap is None else lap.scale_tril)
+        log_mass.append(lp)
+        if not pending and rng is not None:
+            left = None if max_evals is None else max_evals - spent
+            pending, used = more_modes(log_joint, means, scales, log_mass, rng,
+                                       max_evals=left, progress=progress)  # fmt: skip
+            spent, rng = spent + used, None
+    log_mass = np.array(log_mass) + [float(np.sum(np.log(np.abs(np.diag(s))))) for s in scales]
     weights = np.exp(log_mass - log_mass.max())
     return means, scales, weights / weights.sum(), spent
+
+
+def more_modes(log_joint: Callable, means: list, scales: list, log_densities: list,
+               rng: np.random.Generator, *, max_evals: int | None = None,
+               progress=None) -> tuple[list, int]:  # fmt: skip
+    """Modes beyond the known ones (means, with scales' marginal sds): short mode searches from
+    MORE_STARTS antithetic pairs of Stan's initial points, each stopped as soon as it enters
+    a known mode's basin (within DISTINCT_SDS sds of it); a converged one elsewhere, within
+    COMPARABLE_NATS of the best known log density, with a valley between it and the nearest
+    known mode, is a new mode. Returns ([(point, log density)], gradient evaluations)."""
+    from ppl.inference.mode import find_mode
+    from ppl.inference.suspect import COMPARABLE_NATS, DISTINCT_SDS, SECOND_MAX_ITER, VALLEY_NATS
+
+    known = [(np.asarray(m, float), np.sqrt(np.sum(np.asarray(L) ** 2, axis=1)), float(lp))
+             for m, L, lp in zip(means, scales, log_densities, strict=True)]  # fmt: skip
+    best = max(lp for _, _, lp in known)
+    found, spent = [], 0
+
+    def nearest(z: np.ndarray) -> tuple[float, int]:
+        return min((float(np.max(np.abs(z - m) / sd)), k) for k, (m, sd, _) in enumerate(known))
+
+    def covered(z: np.ndarray) -> bool:
+        return nearest(z)[0] < DISTINCT_SDS
+
+    for _ in range(MORE_STARTS):
+        u = rng.uniform(-2.0, 2.0, len(known[0][0]))
+        for start in (u, -u):
+            left = None if max_evals is None else max_evals - spent
+            if len(known) >= MAX_COMPONENTS or (left is not None and left < 2 * SECOND_MAX_ITER):
+                return found, spent
+            other = find_mode(log_joint, start, rng, until=covered, max_iter=SECOND_MAX_ITER,
+                              max_evals=left, progress=progress, ftol=1e-7, gtol=1e-4,
+                              label="a mode search for modes the two found leave out")  # fmt: skip
+            spent += other.grad_evals
+            point, lp = other.point, float(other.log_density)
+            if not (other.converged and np.isfinite(lp)) or covered(point) \
+                    or lp < best - COMPARABLE_NATS:  # fmt: skip
+                continue
+            m, sd, lp_m = known[nearest(point)[1]]
+            with np.errstate(all="ignore"):  # a valley between them, not a ridge
+                middle = float(log_joint(0.5 * (m + point)[None, :])[0])
+            if middle < min(lp, lp_m) - VALLEY_NATS:
+                found.append((point, lp))
+                known.append((point, sd, lp))  # its own sds come with its Hessian, later
+    return found, spent
 
 
 def fit_mixture(log_joint: Callable, single, means, scales, weights=None, *, seed: int = 0,

@@ -69,7 +69,7 @@ def mixture_if_better(first: FitResult, log_joint, rng, options: FitOptions, *,
     caller (ppl.methods.auto) gives the kept mixture the road's faults but the second mode's,
     which the mixture covers."""
     from ppl.inference.auto import CandidateFailed
-    from ppl.inference.mixture_fit import fit_mixture, mixture_starts
+    from ppl.inference.mixture_fit import MORE_STARTS, fit_mixture, mixture_starts
 
     if first.model.dim > MIXTURE_MAX_DIM:
         first.notes.append(f"auto: no mixture of Gaussians was tried for the second mode: "
@@ -80,7 +80,9 @@ def mixture_if_better(first: FitResult, log_joint, rng, options: FitOptions, *,
     spent = 0
     try:
         with np.errstate(all="ignore"):
-            means, scales, weights, spent = mixture_starts(log_joint, first.vi, first.vi.polish)
+            means, scales, weights, spent = mixture_starts(log_joint, first.vi, first.vi.polish,
+                                                           rng, max_evals=max_evals // 4,
+                                                           progress=options.progress)  # fmt: skip
             q = fit_mixture(log_joint, first.vi, means, scales, weights,
                             seed=options.seed, budget=max_evals - spent,
                             max_iter=options.iterations, progress=options.progress)  # fmt: skip
@@ -103,9 +105,11 @@ def mixture_if_better(first: FitResult, log_joint, rng, options: FitOptions, *,
                        seed=first.seed, checked=checked, refinement=first.refinement,
                        seconds=first.seconds + time.perf_counter() - start)  # fmt: skip
     best.description = f"auto, then a mixture of {q.family.K} Gaussians ({DESCRIPTION})"
+    more = q.family.K - 2
+    found = f" ({more} more found by {2 * MORE_STARTS} further mode searches)" if more else ""
     weights = ", ".join(f"{w:.3g}" for w in q.polish["weights"])
     best.notes = list(first.notes) + [
-        f"auto: a mixture of {q.family.K} Gaussians, one per mode found, was kept "
+        f"auto: a mixture of {q.family.K} Gaussians, one per mode found{found}, was kept "
         f"({q.grad_evals - first.vi.grad_evals} gradient evaluations): its ELBO on independent "
         f"draws is {q.polish['gain']:.3g} nats above the single Gaussian's; weights {weights}"
     ]

@@ -138,6 +138,11 @@ MIXTURES = {
         ([0.3, 0.7], [[-6.0, 3.0], [6.0, -3.0]],
          [[[1.0, 0.0], [0.8, 0.5]], [[2.0, 0.0], [0.0, 1.0]]]),
     ),
+    "2-D, three equal modes (the road's probe finds two; more mode searches the third)": (
+        "parameters { vector[2] z; } model { target += log_sum_exp({normal_lpdf(z | -8, 1), "
+        "normal_lpdf(z | 8, 1), normal_lpdf(z[1] | 8, 1) + normal_lpdf(z[2] | -8, 1)}); }",
+        ([1 / 3] * 3, [[-8.0, -8.0], [8.0, 8.0], [8.0, -8.0]], [np.eye(2)] * 3),
+    ),
 }  # fmt: skip
 
 
@@ -155,7 +160,8 @@ def test_the_default_road_fits_a_mixture_where_it_finds_two_modes(name):
     assert result.diagnostics["verdict"] in ("good", "usable")
     assert not result.diagnostics["faults"]
     assert result.vi.grad_evals < 1000
-    assert any("mixture of 2 Gaussians" in note for note in result.notes)
+    assert result.vi.family.K == len(exact[0])  # a component per mode
+    assert any(f"mixture of {len(exact[0])} Gaussians" in note for note in result.notes)
 
 
 def test_without_a_second_mode_the_mixture_never_runs(monkeypatch):
