@@ -89,22 +89,25 @@ def mixture_starts(log_joint: Callable, vi, polish: dict, rng: np.random.Generat
     p(mode) |L|. Returns (means, scales, weights, gradient evaluations spent)."""
     mean, L = gaussian_of(vi)
     second = polish["second_mode"]
-    means, scales, log_mass, spent = [mean], [L], list(second["log_density"][:1]), 0
-    others = [(np.asarray(second["point"], dtype=float), float(second["log_density"][1]))]
-    pending = list(others)
-    while pending:
-        point, lp = pending.pop(0)
+    means, scales, log_mass, spent = [mean], [L], [float(second["log_density"][0])], 0
+
+    def add(point: np.ndarray, lp: float) -> None:
+        nonlocal spent
         precision = mode_hessian(log_joint, point)
         spent += 2 * len(point) if precision is not None else 0
         lap = laplace_start(point, precision)
         means.append(point)
         scales.append(L if lap is None else lap.scale_tril)
         log_mass.append(lp)
-        if not pending and rng is not None:
-            left = None if max_evals is None else max_evals - spent
-            pending, used = more_modes(log_joint, means, scales, log_mass, rng,
-                                       max_evals=left, progress=progress)  # fmt: skip
-            spent, rng = spent + used, None
+
+    add(np.asarray(second["point"], dtype=float), float(second["log_density"][1]))
+    if rng is not None:
+        left = None if max_evals is None else max_evals - spent
+        found, used = more_modes(log_joint, means, scales, log_mass, rng, max_evals=left,
+                                 progress=progress)  # fmt: skip
+        spent += used
+        for point, lp in found:
+            add(point, lp)
     log_mass = np.array(log_mass) + [float(np.sum(np.log(np.abs(np.diag(s))))) for s in scales]
     weights = np.exp(log_mass - log_mass.max())
     return means, scales, weights / weights.sum(), spent
