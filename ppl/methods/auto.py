@@ -18,6 +18,7 @@ from ppl.methods.advi import ADVI_MEANFIELD, FULL_RANK
 from ppl.methods.base import CompositeMethod, FitOptions, Fitted, Method, fixed_draw_ending
 from ppl.methods.escalation import FULL_RANK_MAX_DIM, full_rank_if_better, richer_if_better
 from ppl.methods.mixed import MIXED
+from ppl.methods.mixture import mixture_if_better
 from ppl.methods.reparam import noncentred_if_better
 
 #: ppl.inference.auto.GRADIENT_BUDGET, without importing the road at startup.
@@ -26,6 +27,9 @@ GRADIENT_BUDGET = 50_000
 #: Data rows from which the default road evaluates the log joint in chunks of draws, gradients
 #: included (ppl.inference.full_data.WholeRows), to bound its memory.
 MANY_ROWS = 50_000
+
+#: The `how` of the road's fault for a distinct second mode (a mixture q answers it).
+SECOND_MODE = "second mode"
 
 #: Fits from new initial points when `auto`'s road ends with a non-finite ELBO.
 AUTO_RESTARTS = 3
@@ -136,10 +140,18 @@ class Auto(CompositeMethod):
             noncentred = noncentred_if_better(result, refit, rng, options)
             if noncentred is not result:
                 return noncentred
-            result = richer_if_better(result, log_joint, rng, CANDIDATE,
-                                      seed=int(rng.integers(2**31)), progress=options.progress,
-                                      max_evals=GRADIENT_BUDGET - result.vi.grad_evals,
-                                      max_iter=options.iterations)  # fmt: skip
+            mixed = result
+            if polish.get("second_mode"):  # one Gaussian per mode found, if that is better
+                left = GRADIENT_BUDGET - result.vi.grad_evals
+                mixed = mixture_if_better(result, log_joint, rng, options, max_evals=left)
+            if mixed is not result:  # it covers both modes: that fault is answered
+                result, faults = mixed, [f for f in faults if f["how"] != SECOND_MODE]
+            else:
+                result = richer_if_better(result, log_joint, rng, CANDIDATE,
+                                          seed=int(rng.integers(2**31)),
+                                          progress=options.progress,
+                                          max_evals=GRADIENT_BUDGET - result.vi.grad_evals,
+                                          max_iter=options.iterations)  # fmt: skip
         mine = getattr(result.vi, "polish", None)
         if mine is not polish:  # a candidate was kept: the faults found on the way go with it
             if isinstance(mine, dict):
@@ -279,14 +291,14 @@ def road_faults(model, polish: dict, notes: list[str]) -> list[dict]:
     if second:
         names = _latents_at(model, second["coordinates"])
         lp = second["log_density"]
-        faults.append({"parameters": names, "how": "second mode",
+        faults.append({"parameters": names, "how": SECOND_MODE,
                        "detail": f"a second mode search (beyond a valley on the line from the mode "
                                  f"through the antithetic start) ended at a "
                                  f"distinct mode of {', '.join(names)} (log density {lp[1]:.4g} "
                                  f"vs {lp[0]:.4g} at the mode q was built on): q covers one "
                                  "mode only"})  # fmt: skip
         notes.append(f"auto: a second mode of {', '.join(names)} (log density {lp[1]:.4g} vs "
-                     f"{lp[0]:.4g}); q is built on the higher one")  # fmt: skip
+                     f"{lp[0]:.4g}); the first q is built on the higher one")  # fmt: skip
     return faults
 
 
