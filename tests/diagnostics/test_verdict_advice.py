@@ -5,11 +5,13 @@ non-centred refit worse."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 from ppl.diagnostics.verdict import _advice, unreliable_text
 from ppl.ir.passes.noncentre import NAME as NONCENTRE
 
+ROOT = Path(__file__).resolve().parents[2]
 FULL_RANK = "--method fullrank"
 NON_CENTRE = "non-centred scales"
 
@@ -50,13 +52,14 @@ def test_the_warning_names_the_faults_then_the_advice():
 
 
 def test_the_road_records_what_it_tried():
-    """The flags the advice reads are set where the road tries a candidate (grep-level check:
-    a rename on either side breaks this test, not the advice)."""
-    from pathlib import Path
+    """gamma_tiny_shape (models/hard) by default: the road tries a full-rank Gaussian, keeps its
+    mean-field/gamma fit on the higher ELBO, and says so to the advice."""
+    from ppl.data.build import build
+    from ppl.pipeline import fit
 
-    import ppl
-
-    src = Path(ppl.__file__).parent / "methods"
-    escalation = (src / "escalation.py").read_text()
-    assert escalation.count('diagnostics["correlations_tried"] = True') == 2
-    assert 'diagnostics["noncentring_tried"] = True' in (src / "reparam.py").read_text()
+    folder = ROOT / "models" / "hard" / "gamma_tiny_shape"
+    model = build(str(folder / "model.stan"), [str(folder / "data.json")], seed=1)
+    result = fit(model, "auto", seed=1, draws=4000)
+    assert result.diagnostics.get("correlations_tried")
+    assert any("full-rank Gaussian" in n and "not better" in n for n in result.notes)
+    assert FULL_RANK not in _advice(result)
