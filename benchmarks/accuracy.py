@@ -10,6 +10,11 @@ reliable", a fit that is not good called so). Ends with totals.
     python benchmarks/accuracy.py [--suite posteriordb|hard|all] [--method auto] [--seed 1]
                                   [--only NAME] [--json PATH]
 
+`--json benchmarks/results/accuracy_all.json` (with --suite all --method auto --seed 1) stores
+the run whose tables benchmarks/tables.py writes into docs/accuracy.md, docs/diagnostics.md and
+docs/auto.md; the rows carry what those tables need (the verdict's faults, what the road kept,
+its notes).
+
 The hard suite's references are made by benchmarks/reference/hard_references.py (models/hard).
 """
 
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -87,6 +93,32 @@ def compare(folder: Path, method: str, seed: int) -> dict:
         "verdict": verdict,
         "faults": named,
         "right": (cls == "good") == (verdict != NOT_RELIABLE),
+        **road(result),
+    }
+
+
+def road(result) -> dict:
+    """What the fit did and said, for the tables of docs/auto.md and docs/diagnostics.md
+    (benchmarks/tables.py): how q was made, the families kept, the notes and warnings, the
+    verdict's k-hat draws and threshold and its faults with how each was found."""
+    diag = result.diagnostics
+    polish = getattr(result.vi, "polish", None) or {}
+    return {
+        "dim": int(result.model.dim),
+        "description": result.description,
+        "families": dict(result.families),
+        "noncentred": "noncentre" in getattr(result.model.ir, "passes", ()),
+        "start": polish.get("start"),
+        "notes": list(result.notes),
+        "warnings": list(result.warnings),
+        "khat_draws": int(diag.get("khat_draws") or diag.get("draws") or 0),
+        "khat_threshold": float(diag.get("khat_threshold", np.nan)),
+        "khat_output_draws": diag.get("khat_output_draws"),
+        "psis_summaries": bool(diag.get("psis_summaries")),
+        "tail_only": bool(diag.get("tail_only")),
+        "fault_list": [
+            {k: f.get(k) for k in ("parameters", "how", "detail")} for f in diag.get("faults") or []
+        ],  # fmt: skip
     }
 
 
@@ -110,6 +142,24 @@ def row(r: dict) -> str:
             f"{num(r['max_err']):>9}{num(r['median_err']):>9}{num(r['median_sd_ratio']):>8}"
             f"{num(r['min_sd_ratio']):>8}{num(r['max_sd_ratio']):>8}  {r['class']:<11}"
             f"{r['verdict']:<13}{'yes' if r['right'] else 'NO':>5}  {named}")  # fmt: skip
+
+
+HEADER = (f"{'problem':<34}{'params':>7}{'seconds':>9}{'grads':>11}{'max err':>9}"
+          f"{'med err':>9}{'med sd':>8}{'min sd':>8}{'max sd':>8}  {'class':<11}"
+          f"{'verdict':<13}{'right':>5}  named")  # fmt: skip
+FOOTER = "errors are |mean - reference mean| / reference sd; sd ratio is fitted sd / reference sd"
+
+
+def commit() -> str | None:
+    """The repository's HEAD (with '+changes' when the tree differs from it), or None."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
+                              capture_output=True, check=True).stdout.strip()  # fmt: skip
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=ROOT, text=True, capture_output=True).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+changes" if dirty else "")
 
 
 def totals(rows: list[dict]) -> list[str]:
@@ -139,11 +189,8 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None, help="write the rows to this file")
     args = ap.parse_args()
     print(f"suite={args.suite} method={args.method} seed={args.seed}")
-    header = (f"{'problem':<34}{'params':>7}{'seconds':>9}{'grads':>11}{'max err':>9}"
-              f"{'med err':>9}{'med sd':>8}{'min sd':>8}{'max sd':>8}  {'class':<11}"
-              f"{'verdict':<13}{'right':>5}  named")  # fmt: skip
-    print(header)
-    print("-" * len(header))
+    print(HEADER)
+    print("-" * len(HEADER))
     rows, failed = [], []
     for folder in folders(args.suite, args.only):
         try:
@@ -156,11 +203,18 @@ def main() -> None:
         print(row(r), flush=True)
     for line in totals(rows) + ([f"failed: {', '.join(failed)}"] if failed else []):
         print(line)
-    print("errors are |mean - reference mean| / reference sd; sd ratio is fitted sd / reference sd")
+    print(FOOTER)
     if args.json:
-        args.json.write_text(json.dumps({"suite": args.suite, "method": args.method,
-                                         "seed": args.seed, "rows": rows, "failed": failed},
-                                        indent=1) + "\n")  # fmt: skip
+        run = {
+            "suite": args.suite,
+            "method": args.method,
+            "seed": args.seed,
+            "commit": commit(),
+            "date": time.strftime("%Y-%m-%d", time.gmtime()),
+            "rows": rows,
+            "failed": failed,
+        }
+        args.json.write_text(json.dumps(run, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from scipy.sparse.csgraph import connected_components
 from ppl.diagnostics.psis import GOOD, USABLE, check_fit
 from ppl.errors import UnreliableFitWarning
 from ppl.inference.hessian import hessian_by_hvp
+from ppl.ir.passes.noncentre import NAME as NONCENTRE
 from ppl.limits import over_budget
 
 #: k-hat within this of 0.5 or of the threshold is redrawn from MORE times as many draws.
@@ -102,14 +103,30 @@ def warn_unreliable(result) -> None:
 
 
 def _advice(result) -> str:
-    """Advice the fit has not already taken: a full-rank family only after a factorised q."""
-    blocks = result.diagnostics.get("q_blocks")
-    if blocks is not None and blocks > 1:
+    """Advice the fit has not already taken: a full-rank family only after a factorised q that
+    no Gaussian with correlations was tried against (the road's escalation records that it
+    tried one: `correlations_tried`), non-centred scales only where the fit did not non-centre
+    (the road's pass, or its refit that was not better: `noncentring_tried`)."""
+    diag = result.diagnostics
+    blocks, tried = diag.get("q_blocks"), diag.get("correlations_tried")
+    if blocks is not None and blocks > 1 and not tried:
         return ("A full-rank family (--method fullrank) can follow correlations; check it against "
                 "a sampler (NUTS) where you can.")  # fmt: skip
-    done = "q already followed every correlation: " if blocks == 1 else ""
-    return (f"{done}reparameterise the model (non-centred scales, better-identified "
-            "parameters, proper priors) or check against a sampler (NUTS).")  # fmt: skip
+    if blocks == 1:
+        done = "q already followed every correlation: "
+    elif tried:
+        done = "a Gaussian with correlations was fitted too and was not better: "
+    else:
+        done = ""
+    model = getattr(result, "model", None)
+    passes = getattr(getattr(model, "ir", None), "passes", ())
+    if NONCENTRE in passes or diag.get("noncentring_tried"):
+        done += ("the model was non-centred where its data are weak; " if NONCENTRE in passes
+                 else "a non-centred refit was not better; ")  # fmt: skip
+        ways = "better-identified parameters, proper priors"
+    else:
+        ways = "non-centred scales, better-identified parameters, proper priors"
+    return f"{done}reparameterise the model ({ways}) or check against a sampler (NUTS)."
 
 
 def _settled_khat(result, log_joint, rng, faults: list[dict]) -> float:

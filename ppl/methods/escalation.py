@@ -86,6 +86,7 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
             break
         start = time.perf_counter()
         start_phase(progress, f"a {name}, and its PSIS check")
+        first.diagnostics["correlations_tried"] = True  # the verdict's advice does not repeat it
         try:
             with np.errstate(all="ignore"):
                 q = make()
@@ -359,6 +360,7 @@ def full_rank_if_better(first: FitResult, refit, **options) -> FitResult:
         )
         second.seconds += first.seconds
         return second
+    first.diagnostics["correlations_tried"] = True  # the verdict's advice does not repeat it
     first.notes.append(
         f"auto: a full-rank Gaussian was fitted too (PSIS k-hat {k1:.2f} > {USABLE}) but its "
         f"ELBO was not higher ({second_elbo} vs {first_elbo}); kept the first fit"

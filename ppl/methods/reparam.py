@@ -136,6 +136,7 @@ def noncentred_if_better(first, refit, rng, options):
         second.vi.grad_evals = grads
         return second
     first.notes.append(f"auto: a non-centred fit ({what}) was not better: {verdict}")
+    first.diagnostics["noncentring_tried"] = True  # the verdict's advice does not repeat it
     first.seconds += second.seconds
     first.vi.grad_evals = grads
     return first
