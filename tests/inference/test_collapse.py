@@ -127,3 +127,18 @@ def test_the_default_road_fits_eight_schools_through_the_collapse(name):
         assert abs(x.mean() - r["mean"]) < 0.1 * r["sd"], param
         assert 0.8 <= x.std(ddof=1) / r["sd"] <= 1.25, param
     assert result.diagnostics["verdict"] != "not reliable"
+
+
+@pytest.mark.slow
+def test_a_collapse_the_budget_cut_is_a_fault_naming_what_q_was_still_fitting():
+    from ppl.inference.collapse_fit import split_of
+    from ppl.methods.collapse import collapsed
+
+    model = _model("measurement_error")
+    first = fit(model, "meanfield", seed=1, iterations=3000)
+    split = split_of(model, first.vi, 1)
+    q = collapsed(model, first, split, seed=1, budget=6000, max_iter=None)
+    assert not q.converged
+    (fault,) = q.polish["faults"]
+    assert fault["how"] == "not converged" and set(fault["parameters"]) == {"beta", "sigma",
+                                                                            "sigma_x"}
