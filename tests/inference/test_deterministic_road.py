@@ -288,3 +288,22 @@ def test_a_road_that_ends_non_finite_restarts_from_another_initial_point():
     assert any("1 restart(s) from other initial points" in note for note in result.notes)
     assert np.isfinite(result.vi.elbo)
     assert abs(np.mean(result.draws["l"]) - 0.874) < 0.1 * 0.588
+
+
+def test_preconditioned_coordinates_equal_the_dense_product_and_its_gradient():
+    """theta(a) = theta0 + P a with P the identity but on the Gaussian means (their block of
+    the mode's covariance factor): the gathered form and its gradient match the dense matrix."""
+    from autograd import grad
+
+    from ppl.inference.saa import Preconditioned
+
+    blocks = [Block("a", "gaussian", 0, 3), Block("b", "gamma", 3, 2), Block("c", "gaussian", 5, 2)]
+    family = MixedFamily(blocks, 7)
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(7, 7))
+    coords = Preconditioned(family, rng.normal(size=family.size), A @ A.T + 7 * np.eye(7))
+    assert not np.allclose(coords.P, np.eye(family.size))
+    a, w = rng.normal(size=family.size), rng.normal(size=family.size)
+    assert np.allclose(coords.theta(a), coords.theta0 + coords.P @ a, atol=1e-14)
+    g = grad(lambda a: anp.sum(w * coords.theta(a)))(a)
+    assert np.allclose(g, coords.P.T @ w, atol=1e-14)
