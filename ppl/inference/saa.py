@@ -362,7 +362,9 @@ def _exploited(log_joint: Callable, family, before, after, seed: int) -> bool:
 
 def _control_slopes(log_joint: Callable, family, eps: np.ndarray, theta0: np.ndarray):
     """Least-squares coefficients of log p on the control features over the draws at theta0
-    (ridge-regularised; None when not finite)."""
+    (ridge-regularised; None when not finite). With more features than draws the solve is in
+    the draws' space (G'(GG' + rI)^-1 y = (G'G + rI)^-1 G'y): gamma_normal's 3,636 features
+    on 32 draws took two 3,636 x 3,636 solves, 10 s."""
     zeta = np.asarray(family.draws(theta0, eps)[0])
     with np.errstate(all="ignore"):
         lp = np.asarray(log_joint(zeta), dtype=float)
@@ -372,8 +374,11 @@ def _control_slopes(log_joint: Callable, family, eps: np.ndarray, theta0: np.nda
         ok = np.all(np.isfinite(lp)) and np.all(np.isfinite(F)) and np.all(scale > 0)
         if not ok:
             return None
-        G = F / scale
-        coef = np.linalg.solve(G.T @ G + 1e-3 * len(G) * np.eye(G.shape[1]), G.T @ (lp - lp.mean()))
+        G, y, ridge = F / scale, lp - lp.mean(), 1e-3 * len(F)
+        if G.shape[1] > len(G):  # more features than draws: the same ridge solution, S x S
+            coef = G.T @ np.linalg.solve(G @ G.T + ridge * np.eye(len(G)), y)
+        else:
+            coef = np.linalg.solve(G.T @ G + ridge * np.eye(G.shape[1]), G.T @ y)
     coef = coef / scale
     return coef if np.all(np.isfinite(coef)) else None
 

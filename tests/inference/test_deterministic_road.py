@@ -307,3 +307,26 @@ def test_preconditioned_coordinates_equal_the_dense_product_and_its_gradient():
     assert np.allclose(coords.theta(a), coords.theta0 + coords.P @ a, atol=1e-14)
     g = grad(lambda a: anp.sum(w * coords.theta(a)))(a)
     assert np.allclose(g, coords.P.T @ w, atol=1e-14)
+
+
+def test_control_slopes_with_more_features_than_draws_are_the_primal_ridge_solution():
+    """_control_slopes solves in the draws' space when the gamma features outnumber the draws:
+    the same coefficients as the features' normal equations (to rounding)."""
+    from ppl.inference.saa import _control_slopes
+
+    family = MixedFamily([Block("x", "gamma", 0, 12)], 12)
+    theta = family.from_gaussian(np.zeros(12), np.full(12, 0.5))
+    w = np.linspace(-1, 1, 12)
+
+    def log_joint(zeta):
+        return anp.sum(w * zeta - anp.exp(zeta), axis=1)
+
+    eps = whitened_draws(8, 12, 5)  # 24 features, 8 draws
+    coef = _control_slopes(log_joint, family, eps, theta)
+    zeta = np.asarray(family.draws(theta, eps)[0])
+    F = np.asarray(family.control_features(zeta))
+    F = F - F.mean(axis=0)
+    scale = np.sqrt(np.mean(F**2, axis=0))
+    G, lp = F / scale, log_joint(zeta)
+    primal = np.linalg.solve(G.T @ G + 1e-3 * len(G) * np.eye(24), G.T @ (lp - lp.mean())) / scale
+    assert coef.shape == (24,) and np.allclose(coef, primal, rtol=1e-8, atol=1e-10)
