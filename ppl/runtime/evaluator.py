@@ -263,7 +263,7 @@ class Evaluator:
         if tuple(kept) + type_shape_[len(items) :] != value.shape[vb:]:
             return None  # a size mismatch: set_items says where
         target = (slice(None),) * b + tuple(index)
-        out = current.copy()
+        out = current.astype(onp.result_type(current, value))  # a copy; ints take reals
         try:
             out[target] = value.reshape((1,) * (b - vb) + value.shape)
         except ValueError:
