@@ -42,6 +42,7 @@ def minimise(
     numpy_lbfgs: bool = False,
     callback: Callable[[int, float], None] | None = None,
     stop: Callable[[], bool] | None = None,
+    stall: tuple[int, float] | None = None,
 ):
     """L-BFGS on an autograd objective; returns (optimiser's result, best theta, best value).
 
@@ -52,7 +53,7 @@ def minimise(
     scipy.optimize at all. The stochastic road's polish keeps scipy's, so that its numbers stay
     as they were (the numpy one there: arK full-rank ADVI 30,116 gradients instead of 28,324,
     the same accuracy). `callback(iteration, value)` after every iteration of the numpy one;
-    `stop()` True ends the numpy one (a gradient budget spent).
+    `stop()` True ends the numpy one (a gradient budget spent), as does `stall` (its rule).
     """
     objective = value_and_grad(negative_objective)
     best = {"value": np.inf, "theta": None}
@@ -73,7 +74,7 @@ def minimise(
     with np.errstate(all="ignore"):
         if numpy_lbfgs:
             opt = lbfgs(fun, theta0, max_iter=max_iter, ftol=ftol, gtol=gtol, callback=callback,
-                        stop=stop)  # fmt: skip
+                        stop=stop, stall=stall)  # fmt: skip
         else:
             from scipy.optimize import minimize
 

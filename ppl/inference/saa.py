@@ -80,19 +80,36 @@ class Preconditioned:
         self.family, self.dim = family, family.dim
         self.theta0 = np.asarray(theta0, dtype=float)
         self.size = len(self.theta0)
-        self.P = np.eye(self.size)
+        # P is the identity but on the means' positions, where it is the block `factor`: kept
+        # as that block, so theta(a) costs O(size + means^2), not a dense size x size product
+        # (gamma_normal: 3,686 parameters, 24 of them Gaussian means; 40% of its fit's time)
+        self.positions, self.factor = np.zeros(0, dtype=int), np.zeros((0, 0))
         positions, coords = family.mean_positions()
         if precision is not None and len(coords):
             block = precision[np.ix_(coords, coords)]
             try:
                 cov = np.linalg.inv(block)
-                self.P[np.ix_(positions, positions)] = np.linalg.cholesky(0.5 * (cov + cov.T))
+                self.factor = np.linalg.cholesky(0.5 * (cov + cov.T))
             except np.linalg.LinAlgError:  # not positive definite: scale by the diagonal only
                 diag = np.abs(np.diag(block))
-                self.P[positions, positions] = np.where(diag > 0, 1 / np.sqrt(diag), 1.0)
+                self.factor = np.diag(np.where(diag > 0, 1 / np.sqrt(diag), 1.0))
+            self.positions = positions
+        # theta = theta0 + concatenate([a, factor @ a[positions]])[self._gather]
+        self._gather = np.arange(self.size)
+        self._gather[self.positions] = self.size + np.arange(len(self.positions))
+
+    @property
+    def P(self) -> np.ndarray:
+        """The dense matrix of theta = theta0 + P a (for inspection; theta does not use it)."""
+        P = np.eye(self.size)
+        P[np.ix_(self.positions, self.positions)] = self.factor
+        return P
 
     def theta(self, a):
-        return self.theta0 + anp.dot(self.P, a)
+        if not len(self.positions):
+            return self.theta0 + a
+        means = anp.dot(self.factor, a[self.positions])
+        return self.theta0 + anp.concatenate([a, means])[self._gather]
 
     def draws(self, a, eps: np.ndarray):
         return self.family.draws(self.theta(a), eps)
@@ -226,6 +243,12 @@ def fit_fixed_draws(
     return result
 
 
+#: A solve ends when its last STALL[0] iterations gained less than STALL[1] nats in all: far
+#: below the fixed-draw ELBO's Monte Carlo error. On the epilepsy model's gamma frailties the
+#: 32-draw solve crept 0.05 nats in its last 660 iterations (21,000 gradient evaluations).
+STALL = (50, 0.01)
+
+
 def _solve(objective: Callable, theta: np.ndarray, max_iter: int, looseness: float,
            step: Callable[[int, float], None] | None = None,
            stop: Callable[[], bool] | None = None):  # fmt: skip
@@ -239,7 +262,8 @@ def _solve(objective: Callable, theta: np.ndarray, max_iter: int, looseness: flo
     shifted = None if step is None else (lambda it, value: step(it, value + offset))
     opt, best, value = minimise(lambda th: objective(th) - offset, theta, max_iter=max_iter,
                                 ftol=1e-5 * looseness, gtol=1e-5 * looseness,
-                                numpy_lbfgs=True, callback=shifted, stop=stop)  # fmt: skip
+                                numpy_lbfgs=True, callback=shifted, stop=stop,
+                                stall=STALL)  # fmt: skip
     return opt, best, value + offset
 
 
@@ -338,7 +362,9 @@ def _exploited(log_joint: Callable, family, before, after, seed: int) -> bool:
 
 def _control_slopes(log_joint: Callable, family, eps: np.ndarray, theta0: np.ndarray):
     """Least-squares coefficients of log p on the control features over the draws at theta0
-    (ridge-regularised; None when not finite)."""
+    (ridge-regularised; None when not finite). With more features than draws the solve is in
+    the draws' space (G'(GG' + rI)^-1 y = (G'G + rI)^-1 G'y): gamma_normal's 3,636 features
+    on 32 draws took two 3,636 x 3,636 solves, 10 s."""
     zeta = np.asarray(family.draws(theta0, eps)[0])
     with np.errstate(all="ignore"):
         lp = np.asarray(log_joint(zeta), dtype=float)
@@ -348,8 +374,11 @@ def _control_slopes(log_joint: Callable, family, eps: np.ndarray, theta0: np.nda
         ok = np.all(np.isfinite(lp)) and np.all(np.isfinite(F)) and np.all(scale > 0)
         if not ok:
             return None
-        G = F / scale
-        coef = np.linalg.solve(G.T @ G + 1e-3 * len(G) * np.eye(G.shape[1]), G.T @ (lp - lp.mean()))
+        G, y, ridge = F / scale, lp - lp.mean(), 1e-3 * len(F)
+        if G.shape[1] > len(G):  # more features than draws: the same ridge solution, S x S
+            coef = G.T @ np.linalg.solve(G @ G.T + ridge * np.eye(len(G)), y)
+        else:
+            coef = np.linalg.solve(G.T @ G + ridge * np.eye(G.shape[1]), G.T @ y)
     coef = coef / scale
     return coef if np.all(np.isfinite(coef)) else None
 

@@ -16,6 +16,7 @@ import autograd.numpy as anp
 import numpy as np
 from autograd.tracer import isbox
 
+import ppl.runtime.linalg_vjps  # noqa: F401 - registers faster autograd VJPs (Cholesky)
 from ppl.errors import FitError, ModelError
 from ppl.ir.passes import ALL, lowered
 from ppl.ir.program import Program

@@ -226,7 +226,49 @@ class Evaluator:
         name = node.name
         vtype = node.type
         current = self.env[name]
-        self.env[name] = self.set_items(current, vtype, items, rhs, rtype, s)
+        updated = self.assign_plain(current, vtype, items, rhs, rtype, s)
+        if updated is None:
+            updated = self.set_items(current, vtype, items, rhs, rtype, s)
+        self.env[name] = updated
+
+    def assign_plain(self, current, vtype: SType, items, value, value_type: SType, node):
+        """`current[items] = value` as one numpy assignment into a copy, where nothing carries a
+        gradient (data, transformed data), the first index is a slice and every other one a single
+        integer or a slice; None otherwise (set_items then: an ElementList makes `x[i] = v` in a
+        loop O(1), where a copy would be O(size)). spike_slab's `Xs[:, k] = ...` (506 x 13) took
+        2 s through set_items, an ElementList per row per column."""
+        if not isinstance(current, onp.ndarray) or not isinstance(value, onp.ndarray | int | float):
+            return None
+        if not items or items[0].kind == "single":
+            return None
+        value = onp.asarray(value)
+        b, vb = current.ndim - vtype.ndim, value.ndim - value_type.ndim
+        if b < 0 or vb < 0 or vb > b or len(items) > vtype.ndim:
+            return None
+        index, type_shape_, kept = [], current.shape[b:], []
+        for axis, item in enumerate(items):
+            n = type_shape_[axis]
+            if item.kind != "single":
+                lo, hi = self.slice_bounds(item, n)
+                index.append(slice(lo - 1, max(hi, lo - 1)))
+                kept.append(max(hi - lo + 1, 0))
+            else:
+                idx = self.expr(item.lo)
+                if not (isinstance(idx, int | onp.integer) or onp.ndim(raw(idx)) == 0):
+                    return None  # a multi-index
+                i = int(raw(idx))
+                if not 1 <= i <= n:
+                    raise self.error(node, f"index {i} out of range 1..{n}")
+                index.append(i - 1)
+        if tuple(kept) + type_shape_[len(items) :] != value.shape[vb:]:
+            return None  # a size mismatch: set_items says where
+        target = (slice(None),) * b + tuple(index)
+        out = current.astype(onp.result_type(current, value))  # a copy; ints take reals
+        try:
+            out[target] = value.reshape((1,) * (b - vb) + value.shape)
+        except ValueError:
+            return None  # shapes that do not fit: set_items says why
+        return out
 
     def set_items(self, current, vtype: SType, items, value, value_type: SType, node):
         """Functional update of `current[items] = value`; ElementLists make x[i] = v cheap."""

@@ -290,3 +290,45 @@ def test_a_road_that_ends_non_finite_restarts_from_another_initial_point():
     assert any("1 restart(s) from other initial points" in note for note in result.notes)
     assert np.isfinite(result.vi.elbo)
     assert abs(np.mean(result.draws["l"]) - 0.874) < 0.1 * 0.588
+
+
+def test_preconditioned_coordinates_equal_the_dense_product_and_its_gradient():
+    """theta(a) = theta0 + P a with P the identity but on the Gaussian means (their block of
+    the mode's covariance factor): the gathered form and its gradient match the dense matrix."""
+    from autograd import grad
+
+    from ppl.inference.saa import Preconditioned
+
+    blocks = [Block("a", "gaussian", 0, 3), Block("b", "gamma", 3, 2), Block("c", "gaussian", 5, 2)]
+    family = MixedFamily(blocks, 7)
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(7, 7))
+    coords = Preconditioned(family, rng.normal(size=family.size), A @ A.T + 7 * np.eye(7))
+    assert not np.allclose(coords.P, np.eye(family.size))
+    a, w = rng.normal(size=family.size), rng.normal(size=family.size)
+    assert np.allclose(coords.theta(a), coords.theta0 + coords.P @ a, atol=1e-14)
+    g = grad(lambda a: anp.sum(w * coords.theta(a)))(a)
+    assert np.allclose(g, coords.P.T @ w, atol=1e-14)
+
+
+def test_control_slopes_with_more_features_than_draws_are_the_primal_ridge_solution():
+    """_control_slopes solves in the draws' space when the gamma features outnumber the draws:
+    the same coefficients as the features' normal equations (to rounding)."""
+    from ppl.inference.saa import _control_slopes
+
+    family = MixedFamily([Block("x", "gamma", 0, 12)], 12)
+    theta = family.from_gaussian(np.zeros(12), np.full(12, 0.5))
+    w = np.linspace(-1, 1, 12)
+
+    def log_joint(zeta):
+        return anp.sum(w * zeta - anp.exp(zeta), axis=1)
+
+    eps = whitened_draws(8, 12, 5)  # 24 features, 8 draws
+    coef = _control_slopes(log_joint, family, eps, theta)
+    zeta = np.asarray(family.draws(theta, eps)[0])
+    F = np.asarray(family.control_features(zeta))
+    F = F - F.mean(axis=0)
+    scale = np.sqrt(np.mean(F**2, axis=0))
+    G, lp = F / scale, log_joint(zeta)
+    primal = np.linalg.solve(G.T @ G + 1e-3 * len(G) * np.eye(24), G.T @ (lp - lp.mean())) / scale
+    assert coef.shape == (24,) and np.allclose(coef, primal, rtol=1e-8, atol=1e-10)

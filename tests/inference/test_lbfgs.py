@@ -50,3 +50,18 @@ def test_inverse_hessian_product_satisfies_the_last_secant_equation():
     assert np.allclose(opt.hess_inv.matvec(y), s, rtol=1e-10, atol=1e-12)
     final = lbfgs(f, np.zeros(6), ftol=0, gtol=1e-10)
     assert np.allclose(final.x, np.linalg.solve(A, b), atol=1e-9)
+
+
+def test_stall_rule_ends_a_creep_that_ftol_does_not_see():
+    """f = sum(x^4): the minimum's flat bottom is crept to (each gain above ftol = 0); with
+    stall = (5, 1e-3) it stops, converged, once 5 iterations gained less than 1e-3 in all."""
+
+    def f(x):
+        return float(np.sum(x**4)), 4 * x**3
+
+    x0 = np.array([3.0, -2.0, 1.0])
+    full = lbfgs(f, x0, ftol=0, gtol=1e-12, max_iter=500)
+    cut = lbfgs(f, x0, ftol=0, gtol=1e-12, max_iter=500, stall=(5, 1e-3))
+    assert full.success and cut.success and "5 iterations" in cut.message
+    assert cut.nit < full.nit / 2
+    assert cut.fun < 1e-3  # within the stall's total of the minimum, 0

@@ -53,3 +53,29 @@ def test_loop_filled_int_array_indexes_like_data(fill, use):
     zeta = np.random.default_rng(0).normal(size=(5, 2))
     np.testing.assert_allclose(filled.log_joint(zeta), given.log_joint(zeta), rtol=1e-12)
     assert not filled.per_sample
+
+
+def test_slice_assignments_in_transformed_data_fill_the_same_matrix_and_check_sizes():
+    """`Xs[:, k] = ...`, `Xs[2:3, k] = ...` and `A[:, 2, :] = ...` are one numpy assignment each
+    (ppl.runtime.evaluator.assign_plain): the same values as numpy's own."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(5, 3))
+    src = """
+data { matrix[5, 3] X; }
+transformed data {
+  matrix[5, 3] Xs;
+  array[2, 3, 4] real A;
+  for (k in 1:3) Xs[:, k] = (X[:, k] - mean(X[:, k])) / sd(X[:, k]);
+  Xs[2:3, 1] = rep_vector(7, 2);
+  for (i in 1:2) for (j in 1:3) A[i, j] = rep_array(0.5 * i, 4);
+  A[:, 2, :] = rep_array(-1.0, 2, 4);
+}
+parameters { real mu; }
+model { mu ~ normal(0, 1); }
+"""
+    model = CompiledModel(check(parse(src, "td.model")), {"X": X})
+    want = (X - X.mean(axis=0)) / X.std(axis=0, ddof=1)
+    want[1:3, 0] = 7
+    assert np.allclose(np.asarray(model.data["Xs"]).reshape(5, 3), want, atol=1e-14)
+    A = np.asarray(model.data["A"]).reshape(2, 3, 4)
+    assert np.all(A[:, 1, :] == -1) and np.all(A[0, [0, 2], :] == 0.5) and np.all(A[1, 2] == 1)
