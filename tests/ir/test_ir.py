@@ -189,8 +189,10 @@ def test_family_is_the_one_ppl_fit_uses(method):
     model = CompiledModel(checked, read_data(checked, [str(EIGHT / "eight_schools.json")]))
     graph = build_graph(checked, model, METHODS[method])
     result = fit(model, method, iterations=200, draws=100, seed=1)
-    if result.method == "fullrank":  # auto moved on to a full-rank Gaussian: not ir's default
-        pytest.skip("auto kept a full-rank fit after a high k-hat")
+    if result.method == "fullrank" or ", then a" in (result.description or ""):
+        # auto's escalation kept a candidate beyond its first q (a full-rank Gaussian, the
+        # collapse): not the per-latent choice ir shows
+        pytest.skip("auto kept an escalation candidate")
     for lat in model.latents:
         assert result.families[lat.name].startswith(graph.node(lat.name).family), lat.name
     assert graph.node("tau").family.startswith("gamma" if method != "meanfield" else "mean-field")
