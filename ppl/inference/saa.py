@@ -283,6 +283,8 @@ def _solve(objective: Callable, theta: np.ndarray, max_iter: int, looseness: flo
 #: information of q's gamma blocks while their natural-gradient step would still move q by more
 #: than NATURAL_TOL (changes as MOVE_TOL's).
 NATURAL_RESTARTS, NATURAL_TOL = 4, MOVE_TOL / 5
+#: Whether a round's first solve is already in the Fisher-scaled coordinates of its start.
+SCALED_FROM_START = True
 
 
 def natural_factor(family, theta) -> tuple[np.ndarray, np.ndarray] | None:
@@ -330,12 +332,24 @@ class NaturalSolve:
         return _negative_elbo(self.log_joint, self.family, self.eps, self.counter,
                               at if controls else None)  # fmt: skip
 
+    def _run(self, objective, start: np.ndarray, R: np.ndarray | None, done: int):
+        """One L-BFGS solve from start, in theta = start + R c when R is given; the optimiser's
+        result and the best point and value, in theta."""
+        callback = None if self.step is None else partial(_shifted, self.step, done)
+        if R is None:
+            return _solve(objective, start, self.max_iter - done, self.looseness, callback,
+                          self.spent)  # fmt: skip
+        opt, c_best, value = _solve(_Scaled(objective, start, R), np.zeros(len(start)),
+                                    self.max_iter - done, self.looseness, callback,
+                                    self.spent)  # fmt: skip
+        return opt, (None if c_best is None else start + R @ c_best), value
+
     def __call__(self, theta: np.ndarray, controls: bool):
         objective = self._objective(theta, controls)
-        opt, best, value = _solve(objective, theta, self.max_iter, self.looseness, self.step,
-                                  self.spent)  # fmt: skip
-        nit, start, R = int(opt.nit), np.zeros(len(theta)), np.eye(len(theta))
-        scaled = False
+        natural = natural_factor(self.family, theta) if SCALED_FROM_START else None
+        start, R = np.asarray(theta, dtype=float), None if natural is None else natural[0]
+        opt, best, value = self._run(objective, start, R, 0)
+        nit = int(opt.nit)
         for _ in range(NATURAL_RESTARTS):
             if best is None or not np.isfinite(value) or self.spent() or nit >= self.max_iter:
                 break  # (the iteration cap, --iter, bounds a solve and its restarts together)
@@ -343,31 +357,28 @@ class NaturalSolve:
             if natural is None:
                 break
             # the gradient at best in theta: from the solve's end when it ended there
-            x = start + R @ np.asarray(opt.x, dtype=float)
+            x = np.asarray(opt.x, dtype=float)
+            x = x if R is None else start + R @ x
             if np.array_equal(x, best):
-                jac = np.linalg.solve(R.T, np.asarray(opt.jac, dtype=float))
+                jac = np.asarray(opt.jac, dtype=float)
+                jac = jac if R is None else np.linalg.solve(R.T, jac)
             else:
                 with np.errstate(all="ignore"):
                     jac = np.asarray(grad(objective)(best), dtype=float)
-            R, on = natural
-            step = np.where(on, -(R @ (R.T @ jac)), 0.0)
+            step = np.where(natural[1], -(natural[0] @ (natural[0].T @ jac)), 0.0)
             if not np.all(np.isfinite(step)):
                 break
             if movement(self.family.changes(best, best + step)) <= NATURAL_TOL:
                 break
-            start, objective, scaled = best, self._objective(best, controls), True
-            done = nit
-            callback = None if self.step is None else partial(_shifted, self.step, done)
-            opt, c_best, value = _solve(_Scaled(objective, start, R), np.zeros(len(start)),
-                                        self.max_iter - nit, self.looseness, callback,
-                                        self.spent)  # fmt: skip
+            start, R, objective = best, natural[0], self._objective(best, controls)
+            opt, again, value = self._run(objective, start, R, nit)
             nit += int(opt.nit)
-            if c_best is None:
+            if again is None:
                 break
-            best = start + R @ c_best
+            best = again
         if is_dataclass(opt):
             opt = replace(opt, nit=nit)
-            if scaled:
+            if R is not None:
                 opt = replace(opt, hess_inv=ScaledInverse(opt.hess_inv, R))
         return objective, opt, best, value
 
