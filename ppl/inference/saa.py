@@ -282,9 +282,7 @@ def _solve(objective: Callable, theta: np.ndarray, max_iter: int, looseness: flo
 #: A solve is resumed (at most this many times) in coordinates scaled by the inverse Fisher
 #: information of q's gamma blocks while their natural-gradient step would still move q by more
 #: than NATURAL_TOL (changes as MOVE_TOL's).
-NATURAL_RESTARTS, NATURAL_TOL = 4, MOVE_TOL / 5
-#: Whether a round's first solve is already in the Fisher-scaled coordinates of its start.
-SCALED_FROM_START = True
+NATURAL_RESTARTS, NATURAL_TOL = 4, MOVE_TOL
 
 
 def natural_factor(family, theta) -> tuple[np.ndarray, np.ndarray] | None:
@@ -346,8 +344,9 @@ class NaturalSolve:
 
     def __call__(self, theta: np.ndarray, controls: bool):
         objective = self._objective(theta, controls)
-        natural = natural_factor(self.family, theta) if SCALED_FROM_START else None
-        start, R = np.asarray(theta, dtype=float), None if natural is None else natural[0]
+        # the first solve in q's own parameters: scaled from the start, the solves of eight
+        # schools (seed 1) settled on 8 draws and escalated (12,055 gradients, 3,663 unscaled)
+        start, R = np.asarray(theta, dtype=float), None
         opt, best, value = self._run(objective, start, R, 0)
         nit = int(opt.nit)
         for _ in range(NATURAL_RESTARTS):
