@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, is_dataclass, replace
+from functools import partial
 
 import autograd.numpy as anp
 import numpy as np
 from autograd import grad, value_and_grad
 from autograd.tracer import getval
 
+from ppl.families.gamma import LOG_X_FLOOR
 from ppl.inference.deterministic import guarded_mean, minimise, reached_optimum
 from ppl.inference.draws import fixed_normal_draws
 from ppl.inference.sgvb import MixedFamily, SGVBResult
@@ -49,6 +52,39 @@ def whitened_draws(n: int, dim: int, seed: int) -> np.ndarray:
         except np.linalg.LinAlgError:
             pass
     return eps / np.maximum(np.sqrt(np.mean(eps**2, axis=0)), 1e-12)
+
+
+class FloorExtended:
+    """The log joint with draws of a gamma block's log x below LOG_X_FLOOR (where the model's
+    exp(zeta) underflows and its density is -inf) evaluated at the floor and continued linearly
+    by the gradient there: exact to e^-708 for a density that is a power of x near 0 (a gamma
+    prior's), where a non-finite density would count as the worst finite one less a penalty,
+    and the control variates' regression would be lost."""
+
+    def __init__(self, log_joint: Callable, columns: np.ndarray):
+        self.log_joint, self.columns = log_joint, columns
+
+    def __call__(self, zeta):
+        raw = np.asarray(getval(zeta))
+        below = np.zeros(raw.shape, dtype=bool)
+        below[:, self.columns] = raw[:, self.columns] < LOG_X_FLOOR
+        if not below.any():
+            return self.log_joint(zeta)
+        at = anp.where(below, LOG_X_FLOOR, zeta)
+        with np.errstate(all="ignore"):
+            slope = np.asarray(grad(lambda z: anp.sum(self.log_joint(z)))(np.asarray(getval(at))))
+        slope = np.where(np.isfinite(slope), slope, 0.0)
+        extra = anp.sum(anp.where(below, slope * (zeta - LOG_X_FLOOR), 0.0), axis=1)
+        return self.log_joint(at) + extra
+
+
+def floor_extended(log_joint: Callable, family) -> Callable:
+    """log_joint, as FloorExtended where q has gamma blocks."""
+    base = family.family if isinstance(family, Preconditioned) else family
+    columns = np.flatnonzero(getattr(base, "gamma_columns", np.zeros(0, dtype=bool)))
+    if len(columns) == 0 or isinstance(log_joint, FloorExtended):
+        return log_joint
+    return FloorExtended(log_joint, columns)
 
 
 def mean_log_joint(log_joint: Callable, zeta):
@@ -135,6 +171,7 @@ class Preconditioned:
 
 def elbo_on(log_joint: Callable, family: MixedFamily, theta, eps: np.ndarray) -> float:
     """The fixed-draw ELBO (no gradient); -inf when a draw has a non-finite density."""
+    log_joint = floor_extended(log_joint, family)
     zeta, entropy = family.draws(np.asarray(theta, dtype=float), eps)
     with np.errstate(all="ignore"):
         lp = np.asarray(log_joint(np.asarray(zeta)), dtype=float)
@@ -157,6 +194,7 @@ def fit_fixed_draws(
     `max_evals` gradient evaluations at most (about: a line search may end past it), after
     which q is where the solve was, not converged."""
     start = time.perf_counter()
+    log_joint = floor_extended(log_joint, family)
     theta = np.array(theta0, dtype=float)
     trace: list[tuple[int, float]] = []
     rounds: list[dict] = []
@@ -183,16 +221,14 @@ def fit_fixed_draws(
                 progress(done + nit, -float(value))  # noqa: B023
 
         mark = len(trace)
-        objective = _negative_elbo(log_joint, family, eps, counter, theta if controls else None)
-        opt, best, value = _solve(objective, theta, max_iter, first_draws / len(eps), step,
-                                  spent)  # fmt: skip
+        solve = NaturalSolve(log_joint, family, eps, counter, max_iter, first_draws / len(eps),
+                             step, spent)  # fmt: skip
+        objective, opt, best, value = solve(theta, controls)
         if controls and best is not None and _exploited(log_joint, family, before, best, seed):
             # the fixed coefficients let the optimiser game the control variates: drop them
             controls = False
             del trace[mark:]
-            objective = _negative_elbo(log_joint, family, eps, counter)
-            opt, best, value = _solve(objective, theta, max_iter, first_draws / len(eps), step,
-                                      spent)  # fmt: skip
+            objective, opt, best, value = solve(theta, controls)
         iterations += int(opt.nit)
         if best is not None:
             theta = best
@@ -265,6 +301,123 @@ def _solve(objective: Callable, theta: np.ndarray, max_iter: int, looseness: flo
                                 numpy_lbfgs=True, callback=shifted, stop=stop,
                                 stall=STALL)  # fmt: skip
     return opt, best, value + offset
+
+
+#: A solve is resumed (at most this many times) in coordinates scaled by the inverse Fisher
+#: information of q's gamma blocks while their natural-gradient step would still move q by more
+#: than NATURAL_TOL (changes as MOVE_TOL's).
+NATURAL_RESTARTS, NATURAL_TOL = 4, MOVE_TOL
+
+
+def natural_factor(family, theta) -> tuple[np.ndarray, np.ndarray] | None:
+    """(R, on): R R^T the inverse Fisher information of q's gamma blocks at theta on their
+    parameters' positions (`on`), the identity elsewhere; None when q has no gamma block."""
+    base, point = family, np.asarray(theta, dtype=float)
+    if isinstance(family, Preconditioned):  # P is the identity on the gamma parameters
+        base, point = family.family, np.asarray(family.theta(point), dtype=float)
+    R, on = np.eye(len(point)), np.zeros(len(point), dtype=bool)
+    for block, fam, k in getattr(base, "parts", []):
+        factor = getattr(fam, "natural_factor", None)
+        if factor is not None:
+            L, n = factor(point[k : k + fam.size]), block.size
+            for j in range(n):
+                at = [k + j, k + n + j]
+                R[np.ix_(at, at)] = L[j]
+                on[at] = True
+    return (R, on) if on.any() and np.all(np.isfinite(R)) else None
+
+
+@dataclass
+class ScaledInverse:
+    """The inverse-Hessian approximation of a solve in coordinates c, theta = theta0 + R c, as
+    one in theta: R H_c^-1 R^T."""
+
+    inner: object
+    R: np.ndarray
+
+    def matvec(self, g: np.ndarray) -> np.ndarray:
+        return self.R @ np.asarray(self.inner.matvec(self.R.T @ g), dtype=float)
+
+
+class NaturalSolve:
+    """A round's solve (_solve) on the draws eps, resumed from its end in coordinates scaled by
+    the gamma blocks' inverse Fisher information (natural_factor) while their natural-gradient
+    step there still moves q by more than NATURAL_TOL. The ELBO's curvature in a gamma's log
+    mean is its shape, so with raw parameters the stopping rules end a solve of a small-shape
+    gamma far from its rate; scaled, every direction has curvature near 1 at q's optimum."""
+
+    def __init__(self, log_joint, family, eps, counter, max_iter, looseness, step, spent):
+        self.log_joint, self.family, self.eps, self.counter = log_joint, family, eps, counter
+        self.max_iter, self.looseness, self.step, self.spent = max_iter, looseness, step, spent
+
+    def _objective(self, at, controls: bool):
+        return _negative_elbo(self.log_joint, self.family, self.eps, self.counter,
+                              at if controls else None)  # fmt: skip
+
+    def _run(self, objective, start: np.ndarray, R: np.ndarray | None, done: int):
+        """One L-BFGS solve from start, in theta = start + R c when R is given; the optimiser's
+        result and the best point and value, in theta."""
+        callback = None if self.step is None else partial(_shifted, self.step, done)
+        if R is None:
+            return _solve(objective, start, self.max_iter - done, self.looseness, callback,
+                          self.spent)  # fmt: skip
+        opt, c_best, value = _solve(_Scaled(objective, start, R), np.zeros(len(start)),
+                                    self.max_iter - done, self.looseness, callback,
+                                    self.spent)  # fmt: skip
+        return opt, (None if c_best is None else start + R @ c_best), value
+
+    def __call__(self, theta: np.ndarray, controls: bool):
+        objective = self._objective(theta, controls)
+        # the first solve in q's own parameters: scaled from the start, the solves of eight
+        # schools (seed 1) settled on 8 draws and escalated (12,055 gradients, 3,663 unscaled)
+        start, R = np.asarray(theta, dtype=float), None
+        opt, best, value = self._run(objective, start, R, 0)
+        nit = int(opt.nit)
+        for _ in range(NATURAL_RESTARTS):
+            if best is None or not np.isfinite(value) or self.spent() or nit >= self.max_iter:
+                break  # (the iteration cap, --iter, bounds a solve and its restarts together)
+            natural = natural_factor(self.family, best)
+            if natural is None:
+                break
+            # the gradient at best in theta: from the solve's end when it ended there
+            x = np.asarray(opt.x, dtype=float)
+            x = x if R is None else start + R @ x
+            if np.array_equal(x, best):
+                jac = np.asarray(opt.jac, dtype=float)
+                jac = jac if R is None else np.linalg.solve(R.T, jac)
+            else:
+                with np.errstate(all="ignore"):
+                    jac = np.asarray(grad(objective)(best), dtype=float)
+            step = np.where(natural[1], -(natural[0] @ (natural[0].T @ jac)), 0.0)
+            if not np.all(np.isfinite(step)):
+                break
+            if movement(self.family.changes(best, best + step)) <= NATURAL_TOL:
+                break
+            start, R, objective = best, natural[0], self._objective(best, controls)
+            opt, again, value = self._run(objective, start, R, nit)
+            nit += int(opt.nit)
+            if again is None:
+                break
+            best = again
+        if is_dataclass(opt):
+            opt = replace(opt, nit=nit)
+            if R is not None:
+                opt = replace(opt, hess_inv=ScaledInverse(opt.hess_inv, R))
+        return objective, opt, best, value
+
+
+def _shifted(step: Callable[[int, float], None], done: int, nit: int, value: float) -> None:
+    step(done + nit, value)
+
+
+class _Scaled:
+    """objective(theta0 + R c) as a function of c."""
+
+    def __init__(self, objective, theta0: np.ndarray, R: np.ndarray):
+        self.objective, self.theta0, self.R = objective, theta0, R
+
+    def __call__(self, c):
+        return self.objective(self.theta0 + anp.dot(self.R, c))
 
 
 def _negative_elbo(log_joint: Callable, family, eps: np.ndarray, counter: dict, theta0=None):
@@ -360,11 +513,19 @@ def _exploited(log_joint: Callable, family, before, after, seed: int) -> bool:
     return bool(np.mean(diff) < -3 * np.std(diff) / np.sqrt(len(diff)))
 
 
+#: Draws per control feature from which their coefficients are plain least squares.
+DRAWS_PER_FEATURE = 4
+
+
 def _control_slopes(log_joint: Callable, family, eps: np.ndarray, theta0: np.ndarray):
     """Least-squares coefficients of log p on the control features over the draws at theta0
-    (ridge-regularised; None when not finite). With more features than draws the solve is in
-    the draws' space (G'(GG' + rI)^-1 y = (G'G + rI)^-1 G'y): gamma_normal's 3,636 features
-    on 32 draws took two 3,636 x 3,636 solves, 10 s."""
+    (None when not finite). Ridge-regularised only when there are fewer than DRAWS_PER_FEATURE
+    draws per feature: where log p is linear in them (a gamma prior) least squares gives the
+    exact coefficients, and any ridge moves weight from log x, whose column carries log p, to x,
+    whose column is tiny at a small shape (a gamma(0.01, 1.01) posterior: x's coefficient came
+    out 5.97 for -1.01, which set the rate). With more features than draws the solve is in the
+    draws' space (G'(GG' + rI)^-1 y = (G'G + rI)^-1 G'y): gamma_normal's 3,636 features on 32
+    draws took two 3,636 x 3,636 solves, 10 s."""
     zeta = np.asarray(family.draws(theta0, eps)[0])
     with np.errstate(all="ignore"):
         lp = np.asarray(log_joint(zeta), dtype=float)
@@ -374,11 +535,15 @@ def _control_slopes(log_joint: Callable, family, eps: np.ndarray, theta0: np.nda
         ok = np.all(np.isfinite(lp)) and np.all(np.isfinite(F)) and np.all(scale > 0)
         if not ok:
             return None
-        G, y, ridge = F / scale, lp - lp.mean(), 1e-3 * len(F)
-        if G.shape[1] > len(G):  # more features than draws: the same ridge solution, S x S
-            coef = G.T @ np.linalg.solve(G @ G.T + ridge * np.eye(len(G)), y)
-        else:
-            coef = np.linalg.solve(G.T @ G + ridge * np.eye(G.shape[1]), G.T @ y)
+        G, y = F / scale, lp - lp.mean()
+        ridge = 1e-3 * len(G) if len(G) < DRAWS_PER_FEATURE * G.shape[1] else 0.0
+        try:
+            if G.shape[1] > len(G):  # more features than draws: the same ridge solution, S x S
+                coef = G.T @ np.linalg.solve(G @ G.T + ridge * np.eye(len(G)), y)
+            else:
+                coef = np.linalg.solve(G.T @ G + ridge * np.eye(G.shape[1]), G.T @ y)
+        except np.linalg.LinAlgError:
+            return None
     coef = coef / scale
     return coef if np.all(np.isfinite(coef)) else None
 

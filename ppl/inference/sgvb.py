@@ -22,6 +22,7 @@ import numpy as np
 from autograd import value_and_grad
 
 from ppl.families.composite import Block, MixedFamily
+from ppl.families.gamma import LOG_X_FLOOR
 from ppl.inference.deterministic import guarded_mean, minimise, not_worse, reached_optimum
 from ppl.inference.draws import fixed_normal_draws
 
@@ -50,7 +51,9 @@ class SGVBResult:
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         zeta, _ = self.family.draws(self.theta, rng.standard_normal((n, self.family.dim)))
-        return np.asarray(zeta)
+        zeta, cols = np.array(zeta), getattr(self.family, "gamma_columns", [])
+        zeta[:, cols] = np.maximum(zeta[:, cols], LOG_X_FLOOR)  # exp(zeta) stays > 0
+        return zeta
 
     def log_q(self, zeta: np.ndarray) -> np.ndarray:
         return self.family.log_q(self.theta, zeta)

@@ -185,8 +185,10 @@ def test_tiny_gamma_posterior_is_named():
     about 3e4 with k-hat under 0.5 (issue 31)."""
     src = "parameters { real<lower=0> lambda; } model { lambda ~ gamma(0.01, 1.01); }"
     result = fit(_model(src, {}), "auto", seed=1)
-    x = np.asarray(result.draws["lambda"], dtype=float)
-    if abs(x.mean() - 0.0099) <= 0.0099 and abs(x.std() / 0.099 - 1) <= 0.2:
+    # q against the exact posterior (1000 draws of a gamma(0.01) have an sd 26 % off the
+    # exact one on this seed: the draws cannot say)
+    q = result.vi.family.describe(result.vi.theta)["lambda"]
+    if abs(q["shape"][0] / 0.01 - 1) <= 0.02 and abs(q["rate"][0] / 1.01 - 1) <= 0.02:
         return
     assert result.diagnostics["verdict"] == "not reliable"
     assert any("lambda" in f["parameters"] for f in result.diagnostics["faults"])

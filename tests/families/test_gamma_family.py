@@ -22,7 +22,7 @@ from scipy.optimize import minimize
 from scipy.special import gammaincinv, gammaln, polygamma
 
 from ppl.families import GammaFamily, gamma_entropy, gamma_sample, gamma_sample_log
-from ppl.families.gamma import _std_quantile, gamma_dlogx_da
+from ppl.families.gamma import _softplus_inv, _std_quantile, gamma_dlogx_da
 
 GRID_A = np.logspace(-3, 4, 15)
 GRID_U = np.array([1e-6, 1e-4, 0.01, 0.1, 0.5, 0.9, 0.99, 1 - 1e-4, 1 - 1e-6])
@@ -309,3 +309,18 @@ def test_elbo_recovers_the_conjugate_gamma_poisson_posterior():
     a, b = fam.shape_rate(result.x)
     assert a[0] == pytest.approx(post_a, rel=0.02)
     assert b[0] == pytest.approx(post_b, rel=0.02)
+
+
+@pytest.mark.parametrize("shape", [1e-3, 0.01, 1.0, 30.0, 1e5])
+def test_natural_factor_is_the_inverse_fisher_information(shape):
+    """L L^T = F^-1 with F the Fisher information of Gamma(a, b) in (a, b), [[trigamma(a),
+    -1/b], [-1/b, a/b^2]], carried to (alpha, beta) = softplus^-1(a, b) by the chain rule."""
+    fam = GammaFamily(2)
+    rates = np.array([0.3, 7.0])
+    params = _softplus_inv(np.array([shape, shape, *rates]))
+    L = fam.natural_factor(params)
+    for k, b in enumerate(rates):
+        info = np.array([[polygamma(1, shape), -1 / b], [-1 / b, shape / b**2]])
+        D = np.diag(-np.expm1(-np.array([shape, b])))  # softplus' = 1 - e^-softplus
+        fisher = D @ info @ D
+        np.testing.assert_allclose(L[k] @ L[k].T @ fisher, np.eye(2), atol=1e-6)
