@@ -21,7 +21,6 @@ import numpy as np
 from ppl.diagnostics.psis import GOOD, USABLE
 from ppl.errors import PplError
 from ppl.families.registry import GAUSSIAN
-from ppl.inference.result import VIResult
 from ppl.methods.collapse import (
     COLLAPSED_CANDIDATE,
     CollapsePlan,
@@ -61,11 +60,9 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
     stops improving or the budget is spent."""
     from ppl.inference.checkpoint import Interrupted
 
-    model = first.model
+    model, draws = first.model, len(next(iter(first.draws.values())))
     gaussian = dict.fromkeys((lat.name for lat in model.latents), GAUSSIAN)
-    draws = len(next(iter(first.draws.values())))
-    best, spent, tried = first, 0, []
-    made: dict[str, VIResult] = {}
+    best, spent, tried, made = first, 0, [], {}
     hidden = _hidden(first, log_joint, rng)
     if not first.diagnostics["khat"] > GOOD and hidden is None:
         return first
@@ -136,6 +133,7 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
             best.seconds += time.perf_counter() - start
     if best is not first:
         best.notes[:0] = first.notes  # what was decided before the candidates
+        best.diagnostics["correlations_tried"] = True
     if tried:
         best.vi.grad_evals = first.vi.grad_evals + spent
         if best is not first:

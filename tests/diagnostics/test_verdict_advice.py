@@ -52,14 +52,14 @@ def test_the_warning_names_the_faults_then_the_advice():
 
 
 def test_the_road_records_what_it_tried():
-    """gamma_tiny_shape (models/hard) by default: the road tries a full-rank Gaussian, keeps its
-    mean-field/gamma fit on the higher ELBO, and says so to the advice."""
+    """The noncentred eight schools (models/hard) by default: the road tries the linear-response
+    covariance (not better) and then keeps the collapse, and says so to the advice."""
     from ppl.data.build import build
     from ppl.pipeline import fit
 
-    folder = ROOT / "models" / "hard" / "gamma_tiny_shape"
+    folder = ROOT / "models" / "hard" / "eight_schools_noncentered"
     model = build(str(folder / "model.stan"), [str(folder / "data.json")], seed=1)
     result = fit(model, "auto", seed=1, draws=4000)
     assert result.diagnostics.get("correlations_tried")
-    assert any("full-rank Gaussian" in n and "not better" in n for n in result.notes)
+    assert any("linear-response covariance" in n and "not better" in n for n in result.notes)
     assert FULL_RANK not in _advice(result)
