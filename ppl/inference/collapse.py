@@ -248,12 +248,7 @@ class Collapsed:
         ok &= np.all(scale > 0, axis=1)
         scale = np.where(ok[:, None], scale, 1.0)
         Pc = P / (scale[:, :, None] * scale[:, None, :])
-        L = np.tile(np.eye(Dx), (S, 1, 1))
-        for s in np.flatnonzero(ok):
-            try:
-                L[s] = np.linalg.cholesky(Pc[s])
-            except np.linalg.LinAlgError:
-                ok[s] = False
+        L = _batched_cholesky(np.where(ok[:, None, None], Pc, np.eye(Dx)), ok)
         diag = np.diagonal(L, axis1=1, axis2=2)
         ok &= (diag.max(axis=1) / diag.min(axis=1)) ** 2 < MAX_CONDITION  # else round-off rules
         L = scale[:, :, None] * L
@@ -322,6 +317,22 @@ class Collapsed:
                                  + [g - STEP * np.eye(Dg)[k] for k in range(Dg)])  # fmt: skip
         log_det = _log_det(self.precision(shifted)).reshape(2, Dg, S)
         return -0.5 * ((log_det[0] - log_det[1]) / (2 * STEP)).T
+
+
+def _batched_cholesky(P: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    """Cholesky factors of a stack, in one LAPACK call; only where one is not positive definite
+    row by row, that row's `ok` set False and its factor the identity."""
+    try:
+        return np.linalg.cholesky(P)
+    except np.linalg.LinAlgError:
+        pass
+    L = np.tile(np.eye(P.shape[1]), (len(P), 1, 1))
+    for s in np.flatnonzero(ok):
+        try:
+            L[s] = np.linalg.cholesky(P[s])
+        except np.linalg.LinAlgError:
+            ok[s] = False
+    return L
 
 
 def _cho_solve(L: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -35,12 +35,16 @@ def test_a_second_mode_of_comparable_density_is_a_fault_naming_the_parameter():
     assert result.vi.grad_evals < 500
 
 
+def _normal_sample():
+    """A normal with unknown mean and scale and 40 observations: a regular posterior."""
+    y = np.random.default_rng(3).normal(1.0, 2.0, 40)
+    return _model("data { int N; vector[N] y; } parameters { real mu; real<lower=0> s; } "
+                  "model { y ~ normal(mu, s); }", {"N": 40, "y": y})  # fmt: skip
+
+
 def test_a_regular_posterior_has_no_second_mode_fault():
     """A unimodal posterior: the antithetic search ends at the same mode, no fault."""
-    rng = np.random.default_rng(3)
-    y = rng.normal(1.0, 2.0, 40)
-    model = _model("data { int N; vector[N] y; } parameters { real mu; real<lower=0> s; } "
-                   "model { y ~ normal(mu, s); }", {"N": 40, "y": y})  # fmt: skip
+    model = _normal_sample()
     result = fit(model, "auto", seed=1)
     assert not _faults(result)
 
@@ -92,10 +96,7 @@ def test_an_improper_posterior_is_not_converged_and_names_the_parameter():
 
 def test_iter_bounds_the_default_road():
     """--iter N caps every L-BFGS run of the road: the fit is cut short and says so."""
-    rng = np.random.default_rng(3)
-    y = rng.normal(1.0, 2.0, 40)
-    model = _model("data { int N; vector[N] y; } parameters { real mu; real<lower=0> s; } "
-                   "model { y ~ normal(mu, s); }", {"N": 40, "y": y})  # fmt: skip
+    model = _normal_sample()
     full = fit(model, "auto", seed=1)
     capped = fit(model, "auto", seed=1, iterations=2)
     assert capped.vi.grad_evals < full.vi.grad_evals
