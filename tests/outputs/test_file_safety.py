@@ -264,3 +264,23 @@ def test_the_manifest_names_what_ppl_wrote(tmp_path):
     manifest = json.loads((tmp_path / "o" / MANIFEST).read_text())
     assert set(manifest["files"]) == {"summary.csv", "draws.csv"}
     assert ppl_files(tmp_path / "o") == {"summary.csv", "draws.csv"}
+
+
+def test_the_api_save_keeps_the_same_rules(tmp_path):
+    """Fit.save: never over the model or a data file; over others' files only with overwrite."""
+    import ppl
+
+    data = tmp_path / "draws.csv"
+    shutil.copy(ROOT / "models" / "eight_schools" / "eight_schools.csv", data)
+    fit = ppl.Model.from_file(NONCENTERED).fit(data)
+    for overwrite in (False, True):
+        with pytest.raises(ppl.PplError, match="which this fit reads"):
+            fit.save(tmp_path, overwrite=overwrite)
+    theirs = tmp_path / "o" / "fit.json"
+    theirs.parent.mkdir()
+    theirs.write_text("{}")
+    with pytest.raises(ppl.PplError, match="fit.json, which ppl did not write"):
+        fit.save(theirs.parent)
+    assert theirs.read_text() == "{}"
+    fit.save(theirs.parent, overwrite=True)
+    assert ppl_files(theirs.parent) == set(NAMES)
