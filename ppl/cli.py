@@ -422,7 +422,9 @@ def _check_not_an_input(args) -> None:
 
     inputs = _inputs(args)
     if args.checkpoint:
-        check_target(args.checkpoint, [f for f in inputs if f != args.resume], args.overwrite)
+        resumed = os.path.realpath(args.resume) if args.resume else None
+        others = [f for f in inputs if os.path.realpath(f) != resumed]  # it goes on there
+        check_target(args.checkpoint, others, args.overwrite)
     if args.output:
         check_output(args.output, [*inputs, args.checkpoint], args.overwrite)
 

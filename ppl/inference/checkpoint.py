@@ -156,9 +156,10 @@ def check_target(path: Path, inputs: list[str], overwrite: bool = False) -> None
         return
     if os.path.isdir(path):
         raise CheckpointError(f"--checkpoint {path} is a directory; give a file name")
-    try:
-        with open(path, "rb") as f:
-            head = f.read(len(MAGIC))
+    try:  # non-blocking: a FIFO named as the checkpoint must not hang the fit
+        fd = os.open(path, os.O_RDONLY | safefiles.NONBLOCK)
+        with os.fdopen(fd, "rb") as f:
+            head = f.read(len(MAGIC)) or b""
     except OSError:
         head = b""
     if head != MAGIC:
@@ -177,8 +178,8 @@ def user_key() -> bytes:
     sign a checkpoint that runs code."""
     path = key_path()
     try:
+        safefiles.private_dir(path.parent)  # made 0700, or an old one of the user's tightened
         if not path.exists():
-            safefiles.private_dir(path.parent)
             tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "wb") as f:

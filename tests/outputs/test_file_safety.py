@@ -284,3 +284,22 @@ def test_the_api_save_keeps_the_same_rules(tmp_path):
     assert theirs.read_text() == "{}"
     fit.save(theirs.parent, overwrite=True)
     assert ppl_files(theirs.parent) == set(NAMES)
+
+
+def test_your_own_group_writable_cache_directory_is_made_private(tmp_path, monkeypatch):
+    """~/.cache/ppl made by an older ppl under umask 002 (mode 0775) is tightened to 0700, not
+    refused: it is yours."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    (tmp_path / "cache" / "ppl").mkdir(parents=True)
+    os.chmod(tmp_path / "cache" / "ppl", 0o775)
+    assert len(user_key()) >= 32
+    assert (tmp_path / "cache" / "ppl").stat().st_mode & 0o777 == 0o700
+
+
+def test_a_fifo_named_as_the_checkpoint_does_not_hang(tmp_path):
+    from ppl.inference.checkpoint import check_target
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(CheckpointError, match="not a ppl checkpoint"):
+        check_target(fifo, [])
