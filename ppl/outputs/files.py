@@ -111,8 +111,8 @@ def check_output(directory: str, inputs: list[str] = (), overwrite: bool = False
     if foreign and not overwrite:
         raise PplError(
             f"--output {directory} holds {', '.join(foreign)}, which ppl did not write (or which "
-            "changed since): they would be replaced; give another directory, or --overwrite to "
-            "replace them"
+            f"changed since): {'they' if len(foreign) > 1 else 'it'} would be replaced; give "
+            "another directory, or --overwrite to replace them"
         )
     try:
         entries = {e for e in os.listdir(out) if not e.endswith(".tmp")}
