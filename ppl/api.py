@@ -217,9 +217,15 @@ class Fit:
         the model has a `log_lik` generated quantity."""
         return _inference_data(self.stan_variables(), self.result.diagnostics)
 
-    def save(self, directory: str | os.PathLike) -> list[Path]:
-        """summary.csv, draws.csv, fit.json and elbo.csv, as `ppl fit --output DIR` writes them."""
-        return write_outputs(str(directory), self.result, self.info(), self.log_weights)
+    def save(self, directory: str | os.PathLike, overwrite: bool = False,
+             inputs: list[str] = ()) -> list[Path]:  # fmt: skip
+        """summary.csv, draws.csv, fit.json and elbo.csv, as `ppl fit --output DIR` writes them:
+        never over the model, a data file or `inputs`; over files ppl did not write only with
+        `overwrite`."""
+        read = [os.fspath(p) for p in [self.model_file, *self.data_files, *inputs]
+                if isinstance(p, str | os.PathLike)]  # fmt: skip
+        return write_outputs(str(directory), self.result, self.info(), self.log_weights,
+                             inputs=read, overwrite=overwrite)  # fmt: skip
 
     def info(self) -> dict:
         """fit.json's record."""

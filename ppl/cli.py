@@ -218,6 +218,9 @@ def _add_run_options(f) -> None:
     f.add_argument(
         "--output", metavar="DIR", help="write summary.csv, draws.csv, fit.json, elbo.csv"
     )
+    f.add_argument("--overwrite", action="store_true",
+                   help="let --output and --checkpoint replace files ppl did not write (never "
+                   "the fit's inputs)")  # fmt: skip
     f.add_argument(
         "--tol-rel-obj",
         type=float,
@@ -403,14 +406,27 @@ def _reuse_freed_arrays() -> None:
     libc.mallopt(M_TRIM_THRESHOLD, 1 << 30)
 
 
+def _inputs(args) -> list[str]:
+    """The files the fit reads: the model, the data (globs expanded), the --resume checkpoint."""
+    import glob
+
+    data = [f for p in args.data for f in (sorted(glob.glob(p)) if glob.has_magic(p) else [p])]
+    return [args.model, *data, *([args.resume] if args.resume else [])]
+
+
 def _check_not_an_input(args) -> None:
-    """--checkpoint and --output must not name the model or a data file: a fit would overwrite
-    its own input."""
-    inputs = {os.path.realpath(p): p for p in [args.model, *args.data] if os.path.exists(p)}
-    for option, target in (("--checkpoint", args.checkpoint), ("--output", args.output)):
-        if target and os.path.realpath(target) in inputs:
-            raise PplError(f"{option} {target} is one of the fit's inputs "
-                           f"({inputs[os.path.realpath(target)]}); give another path")  # fmt: skip
+    """--checkpoint and --output must not replace a file the fit reads, nor (without
+    --overwrite) one ppl did not write: checked before the fit, and again when writing."""
+    from ppl.inference.checkpoint import check_target
+    from ppl.outputs.files import check_output
+
+    inputs = _inputs(args)
+    if args.checkpoint:
+        resumed = os.path.realpath(args.resume) if args.resume else None
+        others = [f for f in inputs if os.path.realpath(f) != resumed]  # it goes on there
+        check_target(args.checkpoint, others, args.overwrite)
+    if args.output:
+        check_output(args.output, [*inputs, args.checkpoint], args.overwrite)
 
 
 def _checkpointer(args):
@@ -511,7 +527,7 @@ def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
     print()
     print(format_table(summarise(result.draws, done.log_weights)))
     if args.output:
-        files = done.save(args.output)
+        files = done.save(args.output, args.overwrite, [*_inputs(args), args.checkpoint])
         print(f"\nwrote {', '.join(str(f) for f in files)}")
     if result.warnings:
         print("\nwarnings:", file=sys.stderr)

@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "ppl"
 #: Within a stage imports may go either way (the cycle check still applies).
 STAGES: list[tuple[str, list[str]]] = [
     # what every stage may use: errors, resource limits, the progress-callback protocol
-    ("foundation", ["ppl", "ppl.errors", "ppl.limits", "ppl.progress"]),
+    ("foundation", ["ppl", "ppl.errors", "ppl.limits", "ppl.progress", "ppl.safefiles"]),
     # the language's syntax and types: the library's signatures are written in these types
     ("syntax", ["ppl.language.ast", "ppl.language.types", "ppl.language.parser"]),
     # Stan's functions, distributions and transforms, with their signatures

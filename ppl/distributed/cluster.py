@@ -13,6 +13,12 @@ from ppl.errors import PplError
 #: threads only contend for the cores the other workers use.
 WORKER_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
+#: The HTTP routes of the local scheduler and workers: no task names, no worker list, no proxy.
+HTTP_ROUTES = {
+    "distributed.scheduler.http.routes": ["distributed.http.health"],
+    "distributed.worker.http.routes": ["distributed.http.health"],
+}
+
 
 def require_dask():
     """distributed's Client and LocalCluster, or a message saying how to install them."""
@@ -27,10 +33,44 @@ def require_dask():
     return Client, LocalCluster
 
 
+def local_security():
+    """TLS for the local cluster, with a key pair made for it alone (in memory, never on disk):
+    the scheduler, the workers and the nannies accept a connection only from a peer holding
+    this cluster's certificate, which only this process and the workers it starts have. Without
+    it, any local user could connect to the scheduler's port and run code as the user. None when
+    the `cryptography` package is missing."""
+    try:
+        from distributed.security import Security
+
+        return Security.temporary()
+    except ImportError:
+        return None
+
+
+def local_options(workers: int | None) -> dict:
+    """LocalCluster's options: worker processes speaking TLS on the loopback interface, or,
+    without `cryptography`, workers as threads of this process that listen on no socket at all
+    (in-process transport) -- slower, as the threads share one interpreter lock, but no other
+    user can reach them. The scheduler's HTTP server (it always has one) listens on the loopback
+    interface at a free port and answers only /health (http_routes)."""
+    options = dict(
+        n_workers=workers or os.cpu_count() or 1,
+        threads_per_worker=1,
+        dashboard_address="127.0.0.1:0",
+        silence_logs=logging.CRITICAL,  # a data error is reported by the driver
+    )
+    security = local_security()
+    if security is None:
+        return dict(options, processes=False)
+    return dict(options, processes=True, host="127.0.0.1", protocol="tls://",
+                security=security, env=WORKER_ENV)  # fmt: skip
+
+
 @contextmanager
 def connect(scheduler: str | None = None, workers: int | None = None) -> Iterator:
     """A Client of the scheduler at `scheduler`, or of a LocalCluster of `workers` processes on
-    the loopback interface, closed (with its workers) on exit."""
+    the loopback interface that only this process can reach (local_options), closed (with its
+    workers) on exit."""
     Client, LocalCluster = require_dask()
     cluster = None
     # a lost scheduler or worker is reported by the fit in one line; distributed's own logger
@@ -49,15 +89,10 @@ def connect(scheduler: str | None = None, workers: int | None = None) -> Iterato
             except (OSError, TimeoutError, ValueError) as e:
                 raise PplError(f"--scheduler {scheduler}: cannot connect ({e})") from None
         else:
-            cluster = LocalCluster(
-                n_workers=workers or os.cpu_count() or 1,
-                threads_per_worker=1,
-                processes=True,
-                host="127.0.0.1",
-                dashboard_address=":0",  # any free port: never clash with a running cluster
-                silence_logs=logging.CRITICAL,  # a data error is reported by the driver
-                env=WORKER_ENV,
-            )
+            import dask
+
+            with dask.config.set(HTTP_ROUTES):
+                cluster = LocalCluster(**local_options(workers))
             client = Client(cluster)
         if not client.scheduler_info()["workers"]:
             client.wait_for_workers(1, timeout=60)

@@ -9,9 +9,10 @@ and running on replays exactly the draws the uninterrupted run would have made, 
 the same, bit for bit. It is pickled, and the pickle signed with HMAC-SHA256 under a per-user key
 (``$XDG_CACHE_HOME/ppl/checkpoint.key``, default ``~/.cache/ppl``, created mode 0600): unpickling
 runs code, so a file is unpickled only after its signature checks, and a crafted file is refused
-without running anything. The signed bytes go to PATH.tmp, renamed over PATH: a crash while
-writing leaves the previous checkpoint whole. A fingerprint of the model, the data files and the
-options that shape the fit is stored with it and compared on resume.
+without running anything. The signed bytes go to a fresh temporary file beside PATH (never
+following a link), renamed over PATH: a crash while writing leaves the previous checkpoint
+whole. A fingerprint of the model, the data files and the options that shape the fit is stored
+with it and compared on resume.
 
 A first SIGINT or SIGTERM only asks the loop to stop: it finishes the iteration under way, writes
 a final checkpoint and raises ``Interrupted``; a second one stops at once.
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from ppl import safefiles
 from ppl.errors import PplError
 
 FORMAT = "ppl-checkpoint/2"
@@ -132,17 +134,37 @@ class Checkpointer:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write then rename: readers see the old file or the new one, never a part."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
+    """Write then rename: readers see the old file or the new one, never a part. The bytes go to
+    a fresh temporary name beside PATH (created exclusively, so a link planted there is never
+    followed; a symlink at PATH itself is replaced, not written through), mode 0600: the state
+    can hold values computed from the data."""
     try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        safefiles.write_atomic(path, data, mode=0o600)
     except OSError as e:
-        raise CheckpointError(f"{path}: cannot write the checkpoint ({e.strerror})") from None
+        raise CheckpointError(f"{path}: cannot write the checkpoint ({e.strerror or e})") from None
+
+
+def check_target(path: Path, inputs: list[str], overwrite: bool = False) -> None:
+    """--checkpoint PATH must not replace one of the fit's inputs, nor (without --overwrite) a
+    file that is not a ppl checkpoint."""
+    real = os.path.realpath(path)
+    for name in inputs:
+        if os.path.exists(name) and os.path.realpath(name) == real:
+            raise CheckpointError(f"--checkpoint {path} is one of the fit's inputs ({name}); "
+                                  "give another path")  # fmt: skip
+    if overwrite or not os.path.lexists(path):
+        return
+    if os.path.isdir(path):
+        raise CheckpointError(f"--checkpoint {path} is a directory; give a file name")
+    try:  # non-blocking: a FIFO named as the checkpoint must not hang the fit
+        fd = os.open(path, os.O_RDONLY | safefiles.NONBLOCK)
+        with os.fdopen(fd, "rb") as f:
+            head = f.read(len(MAGIC)) or b""
+    except OSError:
+        head = b""
+    if head != MAGIC:
+        raise CheckpointError(f"--checkpoint {path} exists and is not a ppl checkpoint: it would "
+                              "be replaced; give another path, or --overwrite")  # fmt: skip
 
 
 def key_path() -> Path:
@@ -152,11 +174,12 @@ def key_path() -> Path:
 
 def user_key() -> bytes:
     """The per-user signing key, created (mode 0600, never replaced) on first use. A key others
-    can read or write is refused: with it they could sign a checkpoint that runs code."""
+    can read or write, or one in a directory others can change, is refused: with it they could
+    sign a checkpoint that runs code."""
     path = key_path()
     try:
+        safefiles.private_dir(path.parent)  # made 0700, or an old one of the user's tightened
         if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "wb") as f:
@@ -167,12 +190,12 @@ def user_key() -> bytes:
                 pass
             finally:
                 os.unlink(tmp)
-        st = path.stat()
-        if st.st_mode & 0o077 or (hasattr(os, "getuid") and st.st_uid != os.getuid()):
-            raise CheckpointError(
-                f"{path}: the checkpoint key must belong to you and be private (chmod 600)"
-            )
-        key = path.read_bytes()
+        key = safefiles.read_trusted(path, private=True, limit=4096)
+    except PermissionError as e:
+        raise CheckpointError(
+            f"{path}: the checkpoint key must belong to you and be private (chmod 600), in a "
+            f"directory only you can change ({e})"
+        ) from None
     except OSError as e:
         raise CheckpointError(f"{path}: cannot use the checkpoint key ({e.strerror})") from None
     if len(key) < KEY_BYTES:

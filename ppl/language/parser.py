@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
+import json
 import os
 import re
 import sys
-import tempfile
 from importlib import resources
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from ppl.errors import ModelSyntaxError
 from ppl.language import ast
 from ppl.language.types import SPEC_KIND
 from ppl.limits import LIMITS, read_limited
+from ppl.safefiles import private_dir, read_trusted, write_atomic
 
 _GRAMMAR_FILE = "stan.lark"
 
@@ -54,9 +54,8 @@ def _lark() -> Lark:
     path = _cache_path(grammar)
     if path is not None:
         try:
-            with open(path, "rb") as f:
-                return Lark.load(f)
-        except Exception:  # missing, unreadable, truncated or from another Lark: build it anew
+            return _load(path)
+        except Exception:  # missing, untrusted, unreadable, truncated or from another Lark
             pass
     parser = Lark(grammar, **_LARK_OPTIONS)
     if path is not None:
@@ -79,25 +78,56 @@ def _cache_path(grammar: str) -> Path | None:
             return None
     key = "\n".join([grammar, repr(sorted(_LARK_OPTIONS.items())), lark.__version__, sys.version])
     digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
-    return Path(root) / "ppl" / f"grammar-{digest}.lark"
+    return Path(root) / "ppl" / f"grammar-{digest}.json"
+
+
+# The cache is JSON, which cannot run code when read (a pickle can): Lark's own serialisation
+# (plain dicts, lists, tuples, strings, numbers; objects rebuilt only from Lark's classes) with
+# tuples and dicts of non-string keys tagged. It is read only from a file and directory of the
+# user's that no one else can write, so another user cannot choose the parser either.
+_FORMAT = "ppl-parser/1"
+
+
+def _encode(value):
+    if isinstance(value, tuple):
+        return {"t": [_encode(v) for v in value]}
+    if isinstance(value, list):
+        return [_encode(v) for v in value]
+    if isinstance(value, dict):
+        if all(isinstance(k, str) for k in value) and set(value) not in ({"t"}, {"d"}):
+            return {k: _encode(v) for k, v in value.items()}
+        return {"d": [[_encode(k), _encode(v)] for k, v in value.items()]}
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    raise TypeError(f"cannot cache a {type(value).__name__}")
+
+
+def _decode(obj: dict):
+    if len(obj) == 1:
+        if "t" in obj:
+            return tuple(obj["t"])
+        if "d" in obj:
+            return {k: v for k, v in obj["d"]}
+    return obj
+
+
+def _load(path: Path) -> Lark:
+    blob = json.loads(read_trusted(path), object_hook=_decode)
+    if blob.get("format") != _FORMAT or blob["data"]["options"].get("parser") != "lalr":
+        raise ValueError("not a parser cache of this version")
+    return Lark._load_from_dict(blob["data"], blob["memo"])
 
 
 def _save(parser: Lark, path: Path) -> None:
     """Write the parser's tables to `path` atomically (a rename), or silently not at all."""
-    tmp = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("wb", dir=path.parent, prefix=".tmp-", delete=False) as f:
-            tmp = f.name
-            parser.save(f)
-        os.replace(tmp, path)
-        tmp = None
-    except Exception:  # read-only home, full disk, ...: the parser works without its cache
+        data, memo = parser.memo_serialize([lark.lexer.TerminalDef, lark.grammar.Rule])
+        text = json.dumps(_encode({"format": _FORMAT, "data": data, "memo": memo}),
+                          separators=(",", ":"))  # fmt: skip
+        private_dir(path.parent)
+        write_atomic(path, text.encode("utf-8"), mode=0o600)
+    except Exception:  # read-only home, full disk, a directory others can write: no cache
         pass
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
 
 
 def _pos(meta) -> ast.Pos:
@@ -130,8 +160,10 @@ _BINOPS = {
 }
 
 
-TOO_DEEP = ("the model is nested too deeply to compile (blocks, else-if chains or ?: hundreds "
-            "of levels deep)")
+TOO_DEEP = (
+    "the model is nested too deeply to compile (blocks, else-if chains or ?: hundreds "
+    "of levels deep)"
+)
 #: The largest int literal, as in Stan (32-bit ints).
 MAX_INT = 2**31 - 1
 

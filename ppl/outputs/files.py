@@ -1,38 +1,49 @@
-"""Output files: a fit's files appear together, each whole, or not at all. Every file is first
-written in full to a hidden temporary file beside its target; only then are they renamed into
-place, one after another with SIGINT/SIGTERM held back, so Ctrl-C can not leave old and new
-files mixed. Temporary files are removed on every exit path a process controls, and ones a
-killed process left behind are removed by the next write into the directory."""
+"""Output files: a fit's files appear together, each whole, or not at all, and never over a file
+the fit read or one ppl did not write.
+
+Where the output directory is ppl's own (it does not exist yet, or holds only the files a
+previous fit wrote there), the new set is written in full to a hidden sibling directory, which
+then takes the old one's place in one step (Linux: renameat2 RENAME_EXCHANGE; elsewhere two
+renames): a reader, or a kill -9 at any moment, sees the old set or the new one, never a mix.
+In a directory holding other files too (``--output .``), each file is written to a hidden
+temporary file beside its target and the four are renamed into place one after another with
+SIGINT/SIGTERM held back; only a kill -9 within those few renames can leave two fits mixed (the
+manifest, renamed last, then still lists the previous fit's files).
+
+The manifest ``.ppl-output.json`` records the SHA-256 of each file ppl wrote. A file of an output's
+name that is not listed (or was changed since) is the user's: it is replaced only with
+``overwrite`` (``--overwrite``), and the error names it. A file the fit read (model, data,
+checkpoint) is never replaced. Files get the modes an ordinary write would (0666 less the
+umask). Temporary files and directories carry the writer's process id; the ones a killed run
+left are removed by the next write, never read.
+"""
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import os
+import shutil
 import signal
-import tempfile
+import stat
 import threading
 from pathlib import Path
 
 import numpy as np
 
+from ppl import safefiles
 from ppl.errors import PplError
 from ppl.outputs.summary import SUMMARY_HEADER, flatten_draws, scalar_names, summarise
 
 #: The files of the last write_outputs that reached their places (for the interrupt message).
 written_paths: list[Path] = []
 
-
-def _temporary(path: Path, text: str) -> str:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return tmp
+#: The files a fit writes, and the manifest that says ppl wrote them.
+NAMES = ("summary.csv", "draws.csv", "fit.json", "elbo.csv")
+MANIFEST = ".ppl-output.json"
+_FORMAT = "ppl-output/1"
 
 
 def _signals_held():
@@ -46,15 +57,115 @@ def _signals_held():
     return lambda: signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def write_all(texts: dict[Path, str]) -> list[Path]:
-    """Write every file whole to a temporary file, then rename them all into place."""
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _file_digest(path: Path) -> str | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | safefiles.NOFOLLOW | safefiles.NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        digest = hashlib.sha256()
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def ppl_files(directory: str | os.PathLike) -> set[str]:
+    """The output files in `directory` that ppl wrote and nobody changed since."""
+    out = Path(directory)
+    try:
+        with open(out / MANIFEST, "rb") as f:
+            manifest = json.loads(f.read(1 << 16))
+        listed = manifest["files"] if manifest.get("format") == _FORMAT else {}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return set()
+    return {n for n in NAMES if isinstance(listed, dict) and n in listed
+            and listed[n] == _file_digest(out / n)}  # fmt: skip
+
+
+def check_output(directory: str, inputs: list[str] = (), overwrite: bool = False) -> str:
+    """How the outputs will go into `directory`: "new" (it does not exist), "swap" (it holds
+    only ppl's outputs) or "files" (it holds other files too). PplError when an output would
+    replace a file the fit read, or (without `overwrite`) one ppl did not write."""
+    out = Path(directory)
+    real = {os.path.realpath(p): p for p in inputs if p and os.path.lexists(p)}
+    if os.path.realpath(out) in real:
+        raise PplError(f"--output {directory} is one of the fit's inputs "
+                       f"({real[os.path.realpath(out)]}); give another directory")  # fmt: skip
+    for name in (*NAMES, MANIFEST):
+        if os.path.realpath(out / name) in real:
+            raise PplError(f"--output {directory} would replace {out / name}, which this fit "
+                           f"reads ({real[os.path.realpath(out / name)]}); give another "
+                           "directory")  # fmt: skip
+    if not os.path.lexists(out):
+        return "new"
+    if not out.is_dir():
+        raise PplError(f"--output {directory} is not a directory")
+    ours = ppl_files(out)
+    foreign = [n for n in NAMES if os.path.lexists(out / n) and n not in ours]
+    if foreign and not overwrite:
+        raise PplError(
+            f"--output {directory} holds {', '.join(foreign)}, which ppl did not write (or which "
+            f"changed since): {'they' if len(foreign) > 1 else 'it'} would be replaced; give "
+            "another directory, or --overwrite to replace them"
+        )
+    try:
+        entries = {e for e in os.listdir(out) if not e.endswith(".tmp")}
+    except OSError as e:
+        raise PplError(f"--output {directory}: cannot list it ({e.strerror})") from None
+    cwd = os.path.realpath(os.curdir) == os.path.realpath(out)
+    if not out.is_symlink() and not cwd and MANIFEST in entries and entries <= {*ours, MANIFEST}:
+        return "swap"
+    return "files"
+
+
+def _manifest(texts: dict[str, bytes]) -> bytes:
+    files = {name: _digest(data) for name, data in texts.items()}
+    return (json.dumps({"format": _FORMAT, "files": files}, indent=1) + "\n").encode()
+
+
+def _write_dir(out: Path, texts: dict[str, bytes], how: str) -> None:
+    """The whole set into a sibling directory, then put in `out`'s place in one step."""
+    safefiles.remove_stale(out)
+    tmp = Path(safefiles.temporary_dir(out))  # mode 0700 until it is whole
+    try:
+        for name, data in [*texts.items(), (MANIFEST, _manifest(texts))]:
+            safefiles.write_new(tmp / name, data)
+        mode = os.stat(out).st_mode & 0o7777 if how == "swap" else safefiles.default_mode(True)
+        os.chmod(tmp, mode)
+        release = _signals_held()
+        try:
+            if how == "new":
+                os.rename(tmp, out)
+            elif safefiles.exchange(tmp, out):
+                pass  # tmp now holds the previous set
+            else:
+                old = Path(safefiles.temporary_dir(out))
+                os.rename(out, old / "previous")
+                os.rename(tmp, out)
+                shutil.rmtree(old, ignore_errors=True)
+        finally:
+            release()
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _write_files(out: Path, texts: dict[str, bytes]) -> None:
+    """Each file whole to a temporary file beside it, then all renamed into place, the
+    manifest last."""
+    out.mkdir(parents=True, exist_ok=True)
+    items = [*texts.items(), (MANIFEST, _manifest(texts))]
     temps: dict[Path, str] = {}
     try:
-        for path, text in texts.items():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            for stale in path.parent.glob(f".{path.name}.*.tmp"):  # left by a killed run
-                stale.unlink(missing_ok=True)
-            temps[path] = _temporary(path, text)
+        for name, data in items:
+            safefiles.remove_stale(out / name)
+            temps[out / name] = safefiles.temporary(out / name, data)
         release = _signals_held()
         try:
             for path, tmp in temps.items():
@@ -65,7 +176,23 @@ def write_all(texts: dict[Path, str]) -> list[Path]:
         for tmp in temps.values():
             if os.path.exists(tmp):
                 os.unlink(tmp)
-    return list(texts)
+
+
+def write_all(directory: str, texts: dict[str, str], inputs: list[str] = (),
+              overwrite: bool = False) -> list[Path]:  # fmt: skip
+    """Write the files `texts` (name -> text) into `directory` as one set (see the module)."""
+    out = Path(directory)
+    how = check_output(directory, inputs, overwrite)
+    data = {name: text.encode("utf-8") for name, text in texts.items()}
+    try:
+        if how == "files":
+            _write_files(out, data)
+        else:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            _write_dir(out, data, how)
+    except OSError as e:
+        raise PplError(f"cannot write {out}: {e.strerror or e}") from None
+    return [out / name for name in texts]
 
 
 def _csv_text(header: list[str], rows) -> str:
@@ -117,15 +244,17 @@ def draws_csv(result, log_weights: np.ndarray | None = None) -> str:
 
 
 def write_outputs(
-    directory: str, result, fit_info: dict, log_weights: np.ndarray | None = None
+    directory: str,
+    result,
+    fit_info: dict,
+    log_weights: np.ndarray | None = None,
+    inputs: list[str] = (),
+    overwrite: bool = False,
 ) -> list[Path]:
     """summary.csv, draws.csv, fit.json and elbo.csv under `directory`; with `log_weights`
-    (--psis) the summary is importance-weighted and draws.csv gets a psis_log_weight column."""
-    out = Path(directory)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise PplError(f"cannot create the output directory {directory}: {e}") from None
+    (--psis) the summary is importance-weighted and draws.csv gets a psis_log_weight column.
+    None of them replaces a file in `inputs`, nor (without `overwrite`) one ppl did not write."""
+    check_output(directory, inputs, overwrite)  # before the texts: fail fast
     files = {
         "summary.csv": _csv_text(SUMMARY_HEADER, summarise(result.draws, log_weights)),
         "draws.csv": draws_csv(result, log_weights),
@@ -133,9 +262,6 @@ def write_outputs(
         "elbo.csv": _csv_text(["iteration", "elbo"], result.vi.elbo_trace),
     }
     written_paths.clear()
-    try:
-        written = write_all({out / name: text for name, text in files.items()})
-    except OSError as e:
-        raise PplError(f"cannot write {out}: {e}") from None
+    written = write_all(directory, files, inputs, overwrite)
     written_paths.extend(written)
     return written

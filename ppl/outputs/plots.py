@@ -10,15 +10,15 @@ matplotlib is an optional dependency (`pip install matplotlib`; from a checkout 
 
 from __future__ import annotations
 
+import io
 import json
 import math
-import os
 import re
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from ppl import safefiles
 from ppl.errors import PplError
 
 MAX_PANELS = 16
@@ -86,15 +86,11 @@ def _variables(names: list[str]) -> dict[str, list[int]]:
 
 
 def _save(fig, path: Path) -> None:
-    """Whole or not at all: render to a temporary file beside it, then rename."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".png")
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=100)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    """Whole or not at all: rendered in memory, then written to a fresh temporary file beside
+    it (never through a link; mode from the umask) and renamed."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    safefiles.write_atomic(path, buf.getvalue())
 
 
 def plot_fit(directory: str, reference: str | None = None) -> list[Path]:
@@ -105,8 +101,10 @@ def plot_fit(directory: str, reference: str | None = None) -> list[Path]:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise PplError("ppl plot needs matplotlib: pip install matplotlib (or, in ppl's "
-                       "source tree, pip install '.[plot]')") from None
+        raise PplError(
+            "ppl plot needs matplotlib: pip install matplotlib (or, in ppl's "
+            "source tree, pip install '.[plot]')"
+        ) from None
     out = Path(directory)
     info, elbo, names, draws = _read_outputs(out)
     ref = _read_reference(reference) if reference else {}

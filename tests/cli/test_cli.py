@@ -170,6 +170,7 @@ def test_fit_exits_0_and_writes_files(two_fits):
     assert rc == 0, err
     assert "ELBO" in out and "mu" in out
     assert sorted(p.name for p in dirs[0].iterdir()) == [
+        ".ppl-output.json",  # the manifest: which files ppl wrote
         "draws.csv",
         "elbo.csv",
         "fit.json",
@@ -512,29 +513,36 @@ def test_checkpoint_or_output_cannot_overwrite_an_input(tmp_path):
 
 
 def test_outputs_appear_together_and_stale_temporaries_go(tmp_path, monkeypatch):
-    """Every file is written to a temporary first: a failure while writing the third leaves
-    the old four files as they were and no temporary behind; a temporary a killed run left is
-    removed by the next write."""
-    import ppl.outputs.files as output
+    """The set is written whole to a sibling directory first: a failure while writing the third
+    file leaves the old four files as they were and no temporary behind; a temporary a killed
+    run left (its process gone) is removed by the next write."""
+    import subprocess
+
+    import ppl.safefiles as safefiles
 
     out = tmp_path / "fit"
     rc, _, err = run_main(["fit", NONCENTERED, SCHOOLS_JSON, "--quiet", "--output", str(out)])
     assert rc == 0, err
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    (out / ".draws.csv.abc123.tmp").write_text("left by kill -9")
-    real, calls = output._temporary, []
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = tmp_path / f".fit.{dead.pid}.abc123.tmp"
+    stale.mkdir()
+    (stale / "draws.csv").write_text("left by kill -9")
+    real, calls = safefiles.write_new, []
 
-    def failing(path, text):
+    def failing(path, data, mode=None):
         calls.append(path)
         if len(calls) == 3:
             raise OSError("disk full")
-        return real(path, text)
+        return real(path, data, mode)
 
-    monkeypatch.setattr(output, "_temporary", failing)
+    monkeypatch.setattr(safefiles, "write_new", failing)
     rc, _, err = run_main(["fit", NONCENTERED, SCHOOLS_JSON, "--quiet", "--seed", "2",
                            "--output", str(out)])  # fmt: skip
     assert rc == 2 and "cannot write" in err and "disk full" in err
-    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # no temporaries either
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fit"]  # no temporaries either
 
 
 def test_messages_escape_control_characters_and_cut_long_lines(tmp_path):

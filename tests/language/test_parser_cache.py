@@ -44,7 +44,7 @@ def _plain(node):
 
 
 def _no_building(monkeypatch):
-    """Lark's constructor (which builds the tables) fails; Lark.load still works."""
+    """Lark's constructor (which builds the tables) fails; loading the cache still works."""
 
     class NoBuild(Lark):
         def __init__(self, *args, **kwargs):
@@ -66,9 +66,9 @@ def test_built_once_then_loaded(cache, monkeypatch):
     assert MODELS
     fresh = [_plain(parser.parse(p.read_text(), str(p))) for p in MODELS]
     fresh_errors = _messages(BAD)
-    files = list(cache.glob("grammar-*.lark"))
+    files = list(cache.glob("grammar-*.json"))
     assert len(files) == 1 and files[0].stat().st_size > 0
-    assert not list(cache.glob(".tmp-*"))
+    assert not list(cache.glob(".*.tmp"))
 
     parser._lark.cache_clear()
     _no_building(monkeypatch)
@@ -79,25 +79,24 @@ def test_built_once_then_loaded(cache, monkeypatch):
 
 def test_an_edited_grammar_gets_its_own_tables(cache, monkeypatch):
     parser._lark()
-    first = set(cache.glob("grammar-*.lark"))
+    first = set(cache.glob("grammar-*.json"))
     parser._lark.cache_clear()
     text = parser._grammar_text()
     monkeypatch.setattr(parser, "_grammar_text", lambda: text + "\n// edited\n")
     parser._lark()
-    second = set(cache.glob("grammar-*.lark"))
+    second = set(cache.glob("grammar-*.json"))
     assert len(second) == 2 and first < second
 
 
 def test_a_damaged_cache_file_is_rebuilt(cache):
     parser._lark()
-    (path,) = cache.glob("grammar-*.lark")
+    (path,) = cache.glob("grammar-*.json")
     good = path.read_bytes()
     path.write_bytes(good[: len(good) // 2])
     parser._lark.cache_clear()
     assert parser.parse("parameters { real mu; }\nmodel { mu ~ normal(0, 1); }").parameters
     assert path.stat().st_size > len(good) // 2  # written anew, whole
-    with open(path, "rb") as f:
-        Lark.load(f)
+    parser._load(path)
 
 
 def test_no_writable_cache_directory(tmp_path, monkeypatch):
@@ -121,3 +120,67 @@ def test_relative_xdg_cache_home_is_ignored_and_the_cache_can_be_off(tmp_path, m
     assert parser._cache_path("grammar") is None
     monkeypatch.delenv("PPL_NO_CACHE")
     assert parser._cache_path("other grammar") != path
+
+
+# -- issue 32: the cache cannot run code, and another user cannot choose what is loaded
+
+
+def test_the_cache_is_json_and_a_planted_pickle_is_never_unpickled(cache, tmp_path):
+    """The cache file is plain JSON; a pickle planted under its name (here one that would
+    create a file when unpickled) is not a cache: the parser is rebuilt, nothing runs."""
+    import json
+    import pickle
+
+    parser._lark()
+    (path,) = cache.glob("grammar-*.json")
+    assert json.loads(path.read_text())["format"] == parser._FORMAT
+    assert path.stat().st_mode & 0o777 == 0o600 and cache.stat().st_mode & 0o777 == 0o700
+    ran = tmp_path / "ran"
+
+    class Boom:
+        def __reduce__(self):
+            return (open, (str(ran), "w"))
+
+    path.write_bytes(pickle.dumps({"data": Boom(), "memo": {}}))
+    parser._lark.cache_clear()
+    assert parser.parse("parameters { real mu; }\nmodel { mu ~ normal(0, 1); }").parameters
+    assert not ran.exists()
+    parser._load(path)  # rewritten as JSON
+
+
+def _owned_by_nobody(path):
+    import os
+
+    os.chown(path, 65534, 65534)
+
+
+@pytest.mark.parametrize("what", ["file", "dir", "mode"])
+def test_a_cache_another_user_could_write_is_not_loaded(cache, monkeypatch, what):
+    """A cache file of another owner, in a directory of another owner, or writable by others,
+    is not read (the tables are built anew, and not written into the untrusted directory)."""
+    import os
+
+    parser._lark()
+    (path,) = cache.glob("grammar-*.json")
+    if what == "mode":
+        os.chmod(path, 0o666)
+    else:
+        if os.getuid() != 0:
+            pytest.skip("changing a file's owner needs root")
+        _owned_by_nobody(path if what == "file" else cache)
+    from ppl.safefiles import read_trusted
+
+    with pytest.raises(PermissionError):
+        read_trusted(path)
+    parser._lark.cache_clear()
+    built = []
+    real = parser.Lark
+
+    class Counting(real):
+        def __init__(self, *a, **k):
+            built.append(1)
+            super().__init__(*a, **k)
+
+    monkeypatch.setattr(parser, "Lark", Counting)
+    assert parser.parse("parameters { real mu; }\nmodel { mu ~ normal(0, 1); }").parameters
+    assert built == [1]  # rebuilt, the untrusted file not loaded
