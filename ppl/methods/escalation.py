@@ -126,13 +126,7 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
                                seconds=time.perf_counter() - start + best.seconds,
                                refinement=first.refinement)  # fmt: skip
             best.description = f"auto, then a {name} ({_description(name, q)})"
-            if name == COLLAPSED:
-                label(best, q.polish["integrated"], outer_title(q))
-                # the integral is bounded where the whole density was not: a spike of the mode
-                # search (a scale going to 0 as the latents it scales line up) is not q's
-                q.polish["answers"] = ["unbounded density"]
-            elif name == LAPLACE:
-                label_laplace(best, q)
+            _label(name, best, q)
         else:
             tried.append(f"a {name} ({q.grad_evals} gradient evaluations) was not better: "
                          f"{verdict}{NOT_BETTER}")  # fmt: skip
@@ -304,6 +298,17 @@ DESCRIPTIONS = {
     FULL_RANK: "L-BFGS on the ELBO over fixed draws",
     LOW_RANK: "L-BFGS on the ELBO over fixed draws",
 }
+
+
+def _label(name: str, best: FitResult, q) -> None:
+    """The family lines of a kept candidate that integrated latents out."""
+    if name == COLLAPSED:
+        label(best, q.polish["integrated"], outer_title(q))
+        # the integral is bounded where the whole density was not: a spike of the mode
+        # search (a scale going to 0 as the latents it scales line up) is not q's
+        q.polish["answers"] = ["unbounded density"]
+    elif name == LAPLACE:
+        label_laplace(best, q)
 
 
 def _description(name: str, q) -> str:
