@@ -44,7 +44,8 @@ class LaplaceResult(VIResult):
 
     outer: GridResult | None = None
     split: Split | None = None
-    cells: dict = field(default_factory=dict)  # g, x, L, J (per cell, in the grid's order)
+    # g, x, L, J of the evaluated cells, and "slot": each grid cell's row there (-1: none)
+    cells: dict = field(default_factory=dict)
     polish: dict = field(default_factory=dict)
 
     def _cell(self, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -53,7 +54,8 @@ class LaplaceResult(VIResult):
         index = np.floor((w + q.half) / (2 * q.half / q._n)).astype(int)
         inside = np.all((index >= 0) & (index < q._n), axis=1)
         flat = np.ravel_multi_index(tuple(np.clip(index, 0, q._n - 1).T), q.log_prob.shape)
-        return flat, inside
+        slot = self.cells["slot"][flat]
+        return np.maximum(slot, 0), inside & (slot >= 0)
 
     def _means(self, g: np.ndarray, cell: np.ndarray) -> np.ndarray:
         c = self.cells
@@ -181,13 +183,11 @@ def laplace_grid(lap: Laplace, centre: np.ndarray, frame: np.ndarray):
     q = _normalised(lp, centre, frame, half)
     q.evaluations = int(solved.sum())
     q.elbo_trace = [(0, q.elbo)]
-    Dx = len(lap.split.inner)
-    x = np.zeros((len(G), Dx))
-    L = np.tile(np.eye(Dx), (len(G), 1, 1))
-    J = np.zeros((len(G), Dx, Dg))
-    for i, (xi, Li, Ji, _, _) in parts.items():
-        x[i], L[i], J[i] = xi, Li, Ji
-    return q, {"g": G, "x": x, "L": L, "J": J}
+    rows = np.array(sorted(parts), dtype=int)
+    slot = np.full(len(G), -1)
+    slot[rows] = np.arange(len(rows))
+    x, L, J = (np.stack([parts[i][k] for i in rows]) for k in range(3))
+    return q, {"g": G[rows], "x": x, "L": L, "J": J, "slot": slot}
 
 
 def _neighbours(mask: np.ndarray) -> np.ndarray:
