@@ -29,6 +29,7 @@ from ppl.methods.collapse import (
     outer_title,
 )
 from ppl.methods.flow import FLOW_CANDIDATE
+from ppl.methods.laplace import LAPLACE, label_laplace, laplace_candidate, laplace_description
 from ppl.methods.result import FitResult, checked_draws, make_result
 from ppl.progress import start_phase
 
@@ -71,7 +72,9 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
         return None if max_evals is None else max_evals - spent
 
     steps = _steps(first, seed, left, max_iter, made)
-    _place_collapse(steps, first, CollapsePlan(model, first, seed), left, max_iter)
+    plan = CollapsePlan(model, first, seed)
+    _place_collapse(steps, first, plan, left, max_iter)
+    steps.append((LAPLACE, lambda: laplace_candidate(model, best, plan, seed=seed, budget=left())))
     if model.dim <= FLOW_MAX_DIM and first.diagnostics["khat"] > GOOD:
         # from the best Gaussian, where its k-hat is still > 0.7 (late-bound: best, spent)
         steps.append((FLOW, lambda: _flow(model, best, seed, first.vi.grad_evals + spent)))
@@ -116,17 +119,14 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
             q.elbo_trace = list(first.vi.elbo_trace) + [
                 (last + 1 + i, e) for i, e in (q.elbo_trace or [(0, theirs)])
             ]
-            how = {FLOW: FLOW_CANDIDATE, COLLAPSED: COLLAPSED_CANDIDATE}.get(name, candidate)
+            how = {FLOW: FLOW_CANDIDATE, COLLAPSED: COLLAPSED_CANDIDATE,
+                   LAPLACE: COLLAPSED_CANDIDATE}.get(name, candidate)  # fmt: skip
             best = make_result(model, q, how, gaussian, log_joint, rng, draws=draws,
                                seed=first.seed, checked=checked,
                                seconds=time.perf_counter() - start + best.seconds,
                                refinement=first.refinement)  # fmt: skip
             best.description = f"auto, then a {name} ({_description(name, q)})"
-            if name == COLLAPSED:
-                label(best, q.polish["integrated"], outer_title(q))
-                # the integral is bounded where the whole density was not: a spike of the mode
-                # search (a scale going to 0 as the latents it scales line up) is not q's
-                q.polish["answers"] = ["unbounded density"]
+            _label(name, best, q)
         else:
             tried.append(f"a {name} ({q.grad_evals} gradient evaluations) was not better: "
                          f"{verdict}{NOT_BETTER}")  # fmt: skip
@@ -186,10 +186,12 @@ def _place_collapse(steps: list, first: FitResult, plan, left, max_iter) -> None
 
 def _skip(name: str, made: dict, best: FitResult, first: FitResult) -> str | None:
     """Whether the candidate `name` is skipped ("next") or ends the escalation ("end")."""
-    if name not in (FLOW, COLLAPSED) and FULL_RANK in made and best.vi is made[FULL_RANK]:
+    if name not in (FLOW, COLLAPSED, LAPLACE) and FULL_RANK in made and best.vi is made[FULL_RANK]:
         return "next"  # a full-rank Gaussian was kept: its family holds the linear-response one
-    if COLLAPSED in made and best.vi is made[COLLAPSED]:
+    if any(n in made and best.vi is made[n] for n in (COLLAPSED, LAPLACE)):
         return "end"  # exact in the integrated latents; q of the rest had its own flow
+    if name == LAPLACE and best.diagnostics["khat"] <= USABLE:
+        return "next"  # only where the Gaussians (and the exact collapse) leave q unusable
     if name == COLLAPSED and best is not first and best.diagnostics["khat"] <= USABLE:
         return "next"  # a richer Gaussian made q usable (as for the flow; mesquite: 0.67 in 88
         # gradients, where the collapse's 0.14 cost 2,948)
@@ -203,7 +205,7 @@ def _stop_before(name: str, tried: list[str], left: int | None) -> bool:
     ELBO stopped improving) or the gradient budget is spent; says so in `tried`."""
     if tried and tried[-1].endswith(NOT_BETTER):
         tried[-1] = tried[-1][: -len(NOT_BETTER)]
-        if name == COLLAPSED:  # exact where it applies: not a Gaussian richer than the last
+        if name in (COLLAPSED, LAPLACE):  # integrates latents out: not a richer Gaussian
             return False
         tried.append(f"the ELBO stopped improving: no {name} tried")
         return True
@@ -298,7 +300,20 @@ DESCRIPTIONS = {
 }
 
 
+def _label(name: str, best: FitResult, q) -> None:
+    """The family lines of a kept candidate that integrated latents out."""
+    if name == COLLAPSED:
+        label(best, q.polish["integrated"], outer_title(q))
+        # the integral is bounded where the whole density was not: a spike of the mode
+        # search (a scale going to 0 as the latents it scales line up) is not q's
+        q.polish["answers"] = ["unbounded density"]
+    elif name == LAPLACE:
+        label_laplace(best, q)
+
+
 def _description(name: str, q) -> str:
+    if name == LAPLACE:
+        return laplace_description(q)
     if name != COLLAPSED:
         return DESCRIPTIONS[name]
     return (f"{', '.join(q.polish['integrated'])} integrated out exactly, their Gaussian "
