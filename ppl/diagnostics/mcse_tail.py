@@ -1,0 +1,195 @@
+"""Are the summaries' Monte Carlo estimates reliable? A Pareto k-hat per scalar of the output
+draws (Vehtari, Simpson, Gelman, Yao & Gabry 2024, "Pareto smoothed importance sampling",
+section on the Monte Carlo estimates of expectations; the `posterior` R package's pareto_khat).
+
+A generalized Pareto fitted to a tail of draws says how many moments they behave as if they
+had: shape k means moments up to 1 / k. The sd is the square root of the mean of (y - mean)^2,
+whose right tail has twice y's shape, so it is the first summary to go: Neal's funnel, fitted
+exactly, has x = exp(v / 2) x_raw, whose sd from 4000 draws was 0.65-1.2x the exact value over
+six seeds (k-hat of (x - mean)^2 about 1.1), though every moment of x is finite. The verdict
+uses the sd's check only (SD_KHAT): the mean of S draws is reliable whenever y has a finite
+variance, and the k-hat of y's own tails said otherwise where it was not true (a gamma(0.01)
+posterior: k-hat 1.2-1.35, yet the mean of 4000 draws is within 0.02 sd, being a gamma(40) / S).
+Quantiles need no moments.
+
+Draws with importance weights w (the summaries are PSIS-weighted) are judged on w (y - mean)^2
+and w (y - mean), the terms of the self-normalised estimates (as loo's E_loo khat).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Collection
+
+import numpy as np
+
+from ppl.diagnostics.psis import fit_generalized_pareto
+
+#: Over this many draws x columns of exceedances (x the candidate grid) at once, the GPD fit
+#: works through the columns in chunks (memory, not speed).
+CHUNK_ELEMENTS = 4_000_000
+#: The sd of a scalar whose (y - mean)^2 has a k-hat over this is not reliable: the draws behave
+#: as if y had no finite variance (k of y over 1/2). Not Vehtari's min(1 - 1 / log10 S, 0.7),
+#: which, applied to the sd, flagged 60 % of lognormal(0, 1) scalars at S = 4000 whose sd was
+#: within [0.8, 1.25] of the exact one in 99 % (docs/diagnostics.md, the numbers).
+SD_KHAT = 1.0
+#: How the fault begins (the verdict's advice tells it from q's faults by this).
+TAIL_SD = "sd from a tail too heavy"
+#: Fewer distinct values than this in a tail: a discrete or bounded column, no tail to fit.
+MIN_EXCEEDANCES = 5
+
+
+def tail_length(draws: int) -> int:
+    """Draws in a tail: 3 sqrt(S) (at most S / 5), as PSIS and pareto_khat."""
+    return int(math.ceil(min(0.2 * draws, 3.0 * math.sqrt(draws))))
+
+
+def gpd_shape(exceedances: np.ndarray) -> np.ndarray:
+    """Per column of `exceedances` (n x C, each column sorted ascending, >= 0), the shape k of a
+    generalized Pareto by Zhang & Stephens' empirical Bayes estimate with the weak prior towards
+    0.5 (10 observations) of ppl.diagnostics.psis.fit_generalized_pareto, vectorised: the same
+    number column by column. nan where a column has fewer than MIN_EXCEEDANCES positive values.
+    A column where more than a quarter tie the cutoff (an atom: a discrete or bounded column, a
+    point mass) has its positive exceedances fitted alone, as PSIS does, column by column."""
+    x = np.asarray(exceedances, dtype=float)
+    n, C = x.shape
+    out = np.full(C, np.nan)
+    if n == 0 or C == 0:
+        return out
+    m = 30 + int(np.sqrt(n))
+    quartile = x[max(int(n / 4 + 0.5) - 1, 0)]
+    usable = np.all(np.isfinite(x), axis=0) & (np.sum(x > 0, axis=0) >= MIN_EXCEEDANCES)
+    ok = usable & (quartile > 0)
+    for j in np.flatnonzero(usable & ~ok):
+        out[j] = fit_generalized_pareto(x[x[:, j] > 0, j])[0]
+    grid = np.sqrt(m / (np.arange(1, m + 1) - 0.5)) - 1.0
+    step = max(1, CHUNK_ELEMENTS // (m * n))
+    for start in range(0, C, step):
+        cols = np.flatnonzero(ok[start : start + step]) + start
+        if cols.size:
+            out[cols] = _shape(x[:, cols], grid, quartile[cols], n)
+    return out
+
+
+def _shape(x: np.ndarray, grid: np.ndarray, quartile: np.ndarray, n: int) -> np.ndarray:
+    """gpd_shape for columns that have a tail (see there)."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        theta = -1.0 / x[-1] + grid[:, None] / (3.0 * quartile)  # (m, C)
+        k_profile = np.mean(np.log1p(theta[:, None, :] * x[None, :, :]), axis=1)
+        log_lik = n * (np.log(theta / k_profile) - k_profile - 1.0)
+        log_lik = np.where(np.isfinite(log_lik), log_lik, -np.inf)
+        top = np.max(log_lik, axis=0)
+        weights = np.exp(log_lik - top)
+        theta_hat = np.sum(np.where(weights > 0, theta * weights, 0.0), axis=0) / np.sum(
+            weights, axis=0
+        )
+        k = np.mean(np.log1p(theta_hat * x), axis=0)
+    k = (n * k + 10 * 0.5) / (n + 10)
+    return np.where(np.isfinite(top), k, np.inf)
+
+
+def _right_tail(values: np.ndarray, tail: int) -> np.ndarray:
+    """The `tail` largest of each column minus the next largest (the cutoff), sorted."""
+    S = values.shape[0]
+    part = np.partition(values, S - tail - 1, axis=0)[S - tail - 1 :]
+    part.sort(axis=0)
+    return part[1:] - part[:1]
+
+
+def tail_khats(
+    matrix: np.ndarray, log_weights: np.ndarray | None = None, mean: bool = True
+) -> dict[str, np.ndarray]:
+    """Per column of `matrix` (S draws x C scalars), Pareto k-hat of the sd's terms (the right
+    tail of (y - mean)^2) and, with `mean`, of the mean's (both tails of y - mean, the larger),
+    each multiplied by the draw's weight when `log_weights` (PSIS: the summaries are weighted).
+    nan for a column with no continuous tail (constant, discrete, non-finite draws)."""
+    y = np.asarray(matrix, dtype=float)
+    S, C = y.shape
+    out = {"sd": np.full(C, np.nan)} | ({"mean": np.full(C, np.nan)} if mean else {})
+    tail = tail_length(S)
+    if tail < MIN_EXCEEDANCES or tail + 1 > S // 2 or C == 0:
+        return out
+    finite = np.all(np.isfinite(y), axis=0)
+    y = y[:, finite]
+    w = np.full(S, 1.0 / S)
+    if log_weights is not None:
+        w = np.exp(np.asarray(log_weights, dtype=float) - np.max(log_weights))
+        w /= w.sum()
+    centred = y - w @ y
+    wS = (w * S)[:, None]  # weights of mean 1: plain draws are unchanged
+    out["sd"][finite] = gpd_shape(_right_tail(centred**2 * wS, tail))
+    if mean:
+        terms = centred * wS
+        out["mean"][finite] = np.fmax(gpd_shape(_right_tail(terms, tail)),
+                                      gpd_shape(_right_tail(-terms, tail)))  # fmt: skip
+    return out
+
+
+def scalar_columns(draws: dict[str, np.ndarray]) -> tuple[list[str], list[str], np.ndarray]:
+    """(variable of each scalar, its Stan element name, the S x C matrix) of the float draws,
+    in Stan's element order (first index fastest, as ppl.outputs.summary)."""
+    variables, names, columns = [], [], []
+    for name, arr in draws.items():
+        arr = np.asarray(arr)
+        if arr.dtype.kind != "f" or arr.ndim == 0:
+            continue  # integer outputs (counts, indicators) have no continuous tail
+        S, shape = arr.shape[0], arr.shape[1:]
+        axes = (0,) + tuple(reversed(range(1, arr.ndim)))
+        columns.append(np.transpose(arr, axes).reshape(S, -1))
+        elements = [name] if not shape else [
+            f"{name}[{','.join(str(i) for i in reversed(c))}]"
+            for c in itertools.product(*reversed([range(1, n + 1) for n in shape]))
+        ]  # fmt: skip
+        names += elements
+        variables += [name] * len(elements)
+    if not columns:
+        return [], [], np.zeros((0, 0))
+    return variables, names, np.concatenate(columns, axis=1)
+
+
+def summary_tail_faults(
+    draws: dict[str, np.ndarray],
+    log_weights: np.ndarray | None = None,
+    not_from_draws: Collection[str] = (),
+) -> tuple[list[dict], dict]:
+    """The scalars whose sd, estimated from these draws (weighted when `log_weights`), is not
+    reliable: k-hat of (y - mean)^2 over SD_KHAT. (a fault {"parameters", "how", "detail",
+    "scalars", "khat"} or none, and {"threshold", "scalars" judged, "max_khat_sd"}).
+    `not_from_draws`: variable or element names whose summaries are computed otherwise (exact
+    quadrature), exempt."""
+    variables, names, matrix = scalar_columns(draws)
+    exempt = set(not_from_draws)
+    keep = [i for i, (v, n) in enumerate(zip(variables, names, strict=True))
+            if v not in exempt and n not in exempt]  # fmt: skip
+    S = matrix.shape[0]
+    info: dict = {"threshold": SD_KHAT, "scalars": len(keep), "max_khat_sd": None}
+    if not keep or S < 2:
+        return [], info
+    k = tail_khats(matrix[:, keep], log_weights, mean=False)["sd"]
+    if np.any(~np.isnan(k)):
+        info["max_khat_sd"] = round(float(np.nanmax(k)), 4)
+    over = k > SD_KHAT
+    if not over.any():
+        return [], info
+    picked = [keep[i] for i in np.flatnonzero(over)]
+    worst = float(np.max(k[over]))
+    variable = variables[picked[0]] if len({variables[i] for i in picked}) == 1 else "y"
+    fault = {
+        "parameters": list(dict.fromkeys(variables[i] for i in picked)),
+        "how": f"{TAIL_SD} for {S} draws",
+        "detail": (f"{_span([names[i] for i in picked], len(keep))}: Pareto k-hat up to "
+                   f"{worst:.2f} of the draws' ({variable} - mean)^2, over {SD_KHAT:g}: they "
+                   f"behave as if {variable} had no finite variance, so its sd (and the mean's "
+                   "MCSE, sd / sqrt(S)) rests on a few extreme draws; its quantiles are reliable"),
+        "scalars": [names[i] for i in picked],
+        "khat": round(worst, 4),
+    }  # fmt: skip
+    return [fault], info
+
+
+def _span(names: list[str], judged: int, most: int = 6) -> str:
+    """The scalars at fault: every name of up to `most`, else the first and last few, counted."""
+    if len(names) <= most:
+        return ", ".join(names)
+    return f"{', '.join(names[:3])}, ..., {names[-1]} ({len(names)} of {judged} scalars)"
