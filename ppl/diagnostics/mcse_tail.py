@@ -29,6 +29,8 @@ from ppl.diagnostics.psis import fit_generalized_pareto
 #: Over this many draws x columns of exceedances (x the candidate grid) at once, the GPD fit
 #: works through the columns in chunks (memory, not speed).
 CHUNK_ELEMENTS = 4_000_000
+#: The draws of about this many values (S x scalars) are judged at once.
+BLOCK_ELEMENTS = 2_000_000
 #: The sd of a scalar whose (y - mean)^2 has a k-hat over this is not reliable: the draws behave
 #: as if y had no finite variance (k of y over 1/2). Not Vehtari's min(1 - 1 / log10 S, 0.7),
 #: which, applied to the sd, flagged 60 % of lognormal(0, 1) scalars at S = 4000 whose sd was
@@ -52,49 +54,55 @@ def gpd_shape(exceedances: np.ndarray) -> np.ndarray:
     number column by column. nan where a column has fewer than MIN_EXCEEDANCES positive values.
     A column where more than a quarter tie the cutoff (an atom: a discrete or bounded column, a
     point mass) has its positive exceedances fitted alone, as PSIS does, column by column."""
-    x = np.asarray(exceedances, dtype=float)
-    n, C = x.shape
+    return _gpd_rows(np.ascontiguousarray(np.asarray(exceedances, dtype=float).T))
+
+
+def _gpd_rows(x: np.ndarray) -> np.ndarray:
+    """gpd_shape with one row per scalar (C x n), the layout whose reductions are contiguous."""
+    C, n = x.shape
     out = np.full(C, np.nan)
     if n == 0 or C == 0:
         return out
     m = 30 + int(np.sqrt(n))
-    quartile = x[max(int(n / 4 + 0.5) - 1, 0)]
-    usable = np.all(np.isfinite(x), axis=0) & (np.sum(x > 0, axis=0) >= MIN_EXCEEDANCES)
+    quartile = x[:, max(int(n / 4 + 0.5) - 1, 0)]
+    usable = np.all(np.isfinite(x), axis=1) & (np.sum(x > 0, axis=1) >= MIN_EXCEEDANCES)
     ok = usable & (quartile > 0)
     for j in np.flatnonzero(usable & ~ok):
-        out[j] = fit_generalized_pareto(x[x[:, j] > 0, j])[0]
+        out[j] = fit_generalized_pareto(x[j, x[j] > 0])[0]
     grid = np.sqrt(m / (np.arange(1, m + 1) - 0.5)) - 1.0
     step = max(1, CHUNK_ELEMENTS // (m * n))
     for start in range(0, C, step):
-        cols = np.flatnonzero(ok[start : start + step]) + start
-        if cols.size:
-            out[cols] = _shape(x[:, cols], grid, quartile[cols], n)
+        rows = np.flatnonzero(ok[start : start + step]) + start
+        if rows.size:
+            out[rows] = _shape(x[rows], grid, quartile[rows], n)
     return out
 
 
 def _shape(x: np.ndarray, grid: np.ndarray, quartile: np.ndarray, n: int) -> np.ndarray:
-    """gpd_shape for columns that have a tail (see there)."""
+    """_gpd_rows for rows that have a tail: the profile likelihood of m candidate theta = k /
+    sigma per row, their likelihood-weighted mean, its k, shrunk to 0.5."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        theta = -1.0 / x[-1] + grid[:, None] / (3.0 * quartile)  # (m, C)
-        k_profile = np.mean(np.log1p(theta[:, None, :] * x[None, :, :]), axis=1)
+        theta = -1.0 / x[:, -1:] + grid[None, :] / (3.0 * quartile[:, None])  # (C, m)
+        terms = theta[:, :, None] * x[:, None, :]  # (C, m, n)
+        np.log1p(terms, out=terms)
+        k_profile = terms.mean(axis=2)
         log_lik = n * (np.log(theta / k_profile) - k_profile - 1.0)
         log_lik = np.where(np.isfinite(log_lik), log_lik, -np.inf)
-        top = np.max(log_lik, axis=0)
+        top = np.max(log_lik, axis=1, keepdims=True)
         weights = np.exp(log_lik - top)
-        theta_hat = np.sum(np.where(weights > 0, theta * weights, 0.0), axis=0) / np.sum(
-            weights, axis=0
-        )
-        k = np.mean(np.log1p(theta_hat * x), axis=0)
+        theta = np.where(weights > 0, theta, 0.0)
+        theta_hat = np.sum(theta * weights, axis=1) / np.sum(weights, axis=1)
+        k = np.mean(np.log1p(theta_hat[:, None] * x), axis=1)
     k = (n * k + 10 * 0.5) / (n + 10)
-    return np.where(np.isfinite(top), k, np.inf)
+    return np.where(np.isfinite(top[:, 0]), k, np.inf)
 
 
-def _right_tail(values: np.ndarray, tail: int) -> np.ndarray:
-    """The `tail` largest of each column minus the next largest (the cutoff), sorted."""
-    S = values.shape[0]
-    part = np.partition(values, S - tail - 1, axis=0)[S - tail - 1 :]
-    part.sort(axis=0)
-    return part[1:] - part[:1]
+def _right_tail(rows: np.ndarray, tail: int) -> np.ndarray:
+    """The `tail` largest of each row minus the next largest (the cutoff), sorted."""
+    S = rows.shape[1]
+    part = np.partition(rows, S - tail - 1, axis=1)[:, S - tail - 1 :]
+    part.sort(axis=1)
+    return part[:, 1:] - part[:, :1]
 
 
 def tail_khats(
@@ -103,26 +111,31 @@ def tail_khats(
     """Per column of `matrix` (S draws x C scalars), Pareto k-hat of the sd's terms (the right
     tail of (y - mean)^2) and, with `mean`, of the mean's (both tails of y - mean, the larger),
     each multiplied by the draw's weight when `log_weights` (PSIS: the summaries are weighted).
-    nan for a column with no continuous tail (constant, discrete, non-finite draws)."""
+    nan for a column with no continuous tail (constant, discrete, non-finite draws). Works
+    through the columns in blocks of about BLOCK_ELEMENTS values, a block transposed to one row
+    per scalar (partition and reductions along contiguous memory)."""
     y = np.asarray(matrix, dtype=float)
     S, C = y.shape
     out = {"sd": np.full(C, np.nan)} | ({"mean": np.full(C, np.nan)} if mean else {})
     tail = tail_length(S)
     if tail < MIN_EXCEEDANCES or tail + 1 > S // 2 or C == 0:
         return out
-    finite = np.all(np.isfinite(y), axis=0)
-    y = y[:, finite]
     w = np.full(S, 1.0 / S)
     if log_weights is not None:
         w = np.exp(np.asarray(log_weights, dtype=float) - np.max(log_weights))
         w /= w.sum()
-    centred = y - w @ y
-    wS = (w * S)[:, None]  # weights of mean 1: plain draws are unchanged
-    out["sd"][finite] = gpd_shape(_right_tail(centred**2 * wS, tail))
-    if mean:
-        terms = centred * wS
-        out["mean"][finite] = np.fmax(gpd_shape(_right_tail(terms, tail)),
-                                      gpd_shape(_right_tail(-terms, tail)))  # fmt: skip
+    wS = w * S  # weights of mean 1: plain draws are unchanged
+    finite = np.flatnonzero(np.all(np.isfinite(y), axis=0))
+    step = max(1, BLOCK_ELEMENTS // S)
+    for start in range(0, finite.size, step):
+        cols = finite[start : start + step]
+        rows = np.ascontiguousarray(y[:, cols].T)
+        rows -= (rows @ w)[:, None]  # centred
+        out["sd"][cols] = _gpd_rows(_right_tail(rows**2 * wS, tail))
+        if mean:
+            rows *= wS
+            right, left = _right_tail(rows, tail), _right_tail(-rows, tail)
+            out["mean"][cols] = np.fmax(_gpd_rows(right), _gpd_rows(left))
     return out
 
 
