@@ -5,11 +5,13 @@ and the verdict naming the scalars of a fit whose q is exact but whose draws can
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import ppl
 from ppl.data.build import build
 from ppl.diagnostics.mcse_tail import (
     SD_KHAT,
@@ -21,6 +23,7 @@ from ppl.diagnostics.mcse_tail import (
 )
 from ppl.diagnostics.psis import fit_generalized_pareto
 from ppl.diagnostics.verdict import unreliable_text
+from ppl.errors import UnreliableFitWarning
 from ppl.pipeline import fit
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,21 +97,41 @@ def test_scalars_summarised_otherwise_are_exempt():
     assert some == []  # element names too
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_the_funnel_fitted_exactly_is_named(seed):
-    """models/hard/neal_funnel_10d: q is exact (k-hat 0) but the sd of x from 4000 draws is
-    0.65-1.2x exp(9/4) over seeds; the verdict names x (not v), with advice about the
-    summaries, not about q."""
-    folder = ROOT / "models" / "hard" / "neal_funnel_10d"
-    model = build(str(folder / "model.stan"), [str(folder / "data.json")], seed=seed)
-    result = fit(model, "auto", seed=seed, draws=S)
+FUNNEL = ROOT / "models" / "hard" / "neal_funnel_10d"
+
+
+def _funnel_named(result) -> None:
+    """q exact (k-hat good), the verdict names x (not v), advice about the summaries."""
     diag = result.diagnostics
     assert diag["khat"] <= 0.5 and diag["verdict"] == "not reliable"
     tail = [f for f in diag["faults"] if f["how"].startswith(TAIL_SD)]
     assert len(tail) == 1 and tail[0]["parameters"] == ["x"]
+    assert "v" not in tail[0]["scalars"] and "x[" in tail[0]["detail"]
     text = unreliable_text(result)
     assert "q itself fits" in text and "quantiles" in text
     assert "--method fullrank" not in text and "more draws will not" in text
+
+
+@pytest.mark.parametrize("seed", [2, 3])
+def test_the_funnel_fitted_exactly_is_named(seed):
+    """models/hard/neal_funnel_10d: q is exact (k-hat 0) but the sd of x from 4000 draws was
+    0.65-1.2x exp(9/4) over six seeds."""
+    model = build(str(FUNNEL / "model.stan"), [str(FUNNEL / "data.json")], seed=seed)
+    _funnel_named(fit(model, "auto", seed=seed, draws=S))
+
+
+def test_the_funnel_said_alike_by_the_api_and_its_report():
+    """Seed 1 through the API: one UnreliableFitWarning naming x, fit.faults, the report's
+    verdict line."""
+    model = ppl.Model.from_file(FUNNEL / "model.stan")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        api = model.fit(str(FUNNEL / "data.json"), seed=1, draws=S)
+    _funnel_named(api.result)
+    said = [str(w.message) for w in caught if issubclass(w.category, UnreliableFitWarning)]
+    assert len(said) == 1 and f"x: {TAIL_SD} for {S} draws" in said[0]
+    assert said[0] in api.warnings and api.faults == api.result.diagnostics["faults"]
+    assert f"verdict: not reliable (x: {TAIL_SD} for {S} draws)" in api.report().splitlines()
 
 
 def test_advice_for_the_summaries_and_for_q_each_where_due():
