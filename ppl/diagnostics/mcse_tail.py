@@ -139,26 +139,31 @@ def tail_khats(
     return out
 
 
-def scalar_columns(draws: dict[str, np.ndarray]) -> tuple[list[str], list[str], np.ndarray]:
-    """(variable of each scalar, its Stan element name, the S x C matrix) of the float draws,
-    in Stan's element order (first index fastest, as ppl.outputs.summary)."""
-    variables, names, columns = [], [], []
+def _variables(draws: dict[str, np.ndarray]):
+    """Per float output: (its name, its Stan element names, its S x n matrix), in Stan's element
+    order (first index fastest, as ppl.outputs.summary). Integer outputs (counts, indicators)
+    have no continuous tail."""
     for name, arr in draws.items():
         arr = np.asarray(arr)
         if arr.dtype.kind != "f" or arr.ndim == 0:
-            continue  # integer outputs (counts, indicators) have no continuous tail
+            continue
         S, shape = arr.shape[0], arr.shape[1:]
         axes = (0,) + tuple(reversed(range(1, arr.ndim)))
-        columns.append(np.transpose(arr, axes).reshape(S, -1))
         elements = [name] if not shape else [
             f"{name}[{','.join(str(i) for i in reversed(c))}]"
             for c in itertools.product(*reversed([range(1, n + 1) for n in shape]))
         ]  # fmt: skip
-        names += elements
-        variables += [name] * len(elements)
-    if not columns:
+        yield name, elements, np.transpose(arr, axes).reshape(S, -1)
+
+
+def scalar_columns(draws: dict[str, np.ndarray]) -> tuple[list[str], list[str], np.ndarray]:
+    """(variable of each scalar, its Stan element name, the S x C matrix) of the float draws."""
+    parts = list(_variables(draws))
+    if not parts:
         return [], [], np.zeros((0, 0))
-    return variables, names, np.concatenate(columns, axis=1)
+    variables = [v for v, elements, _ in parts for _ in elements]
+    names = [n for _, elements, _ in parts for n in elements]
+    return variables, names, np.concatenate([m for _, _, m in parts], axis=1)
 
 
 def summary_tail_faults(
@@ -170,32 +175,37 @@ def summary_tail_faults(
     reliable: k-hat of (y - mean)^2 over SD_KHAT. (a fault {"parameters", "how", "detail",
     "scalars", "khat"} or none, and {"threshold", "scalars" judged, "max_khat_sd"}).
     `not_from_draws`: variable or element names whose summaries are computed otherwise (exact
-    quadrature), exempt."""
-    variables, names, matrix = scalar_columns(draws)
+    quadrature), exempt. One variable at a time: no copy of all the draws at once."""
     exempt = set(not_from_draws)
-    keep = [i for i, (v, n) in enumerate(zip(variables, names, strict=True))
-            if v not in exempt and n not in exempt]  # fmt: skip
-    S = matrix.shape[0]
-    info: dict = {"threshold": SD_KHAT, "scalars": len(keep), "max_khat_sd": None}
-    if not keep or S < 2:
+    judged, S, top = 0, 0, -np.inf
+    picked: list[tuple[str, str, float]] = []  # (variable, element, k-hat) over SD_KHAT
+    for variable, elements, matrix in _variables(draws):
+        if variable in exempt:
+            continue
+        keep = [i for i, n in enumerate(elements) if n not in exempt]
+        S = matrix.shape[0]
+        if not keep or S < 2:
+            continue
+        judged += len(keep)
+        k = tail_khats(matrix[:, keep], log_weights, mean=False)["sd"]
+        if np.any(~np.isnan(k)):
+            top = max(top, float(np.nanmax(k)))
+        picked += [(variable, elements[keep[i]], float(k[i])) for i in np.flatnonzero(k > SD_KHAT)]
+    info: dict = {"threshold": SD_KHAT, "scalars": judged,
+                  "max_khat_sd": round(top, 4) if top > -np.inf else None}  # fmt: skip
+    if not picked:
         return [], info
-    k = tail_khats(matrix[:, keep], log_weights, mean=False)["sd"]
-    if np.any(~np.isnan(k)):
-        info["max_khat_sd"] = round(float(np.nanmax(k)), 4)
-    over = k > SD_KHAT
-    if not over.any():
-        return [], info
-    picked = [keep[i] for i in np.flatnonzero(over)]
-    worst = float(np.max(k[over]))
-    variable = variables[picked[0]] if len({variables[i] for i in picked}) == 1 else "y"
+    worst = max(k for _, _, k in picked)
+    variables = list(dict.fromkeys(v for v, _, _ in picked))
+    variable = variables[0] if len(variables) == 1 else "y"
     fault = {
-        "parameters": list(dict.fromkeys(variables[i] for i in picked)),
+        "parameters": variables,
         "how": f"{TAIL_SD} for {S} draws",
-        "detail": (f"{_span([names[i] for i in picked], len(keep))}: Pareto k-hat up to "
+        "detail": (f"{_span([n for _, n, _ in picked], judged)}: Pareto k-hat up to "
                    f"{worst:.2f} of the draws' ({variable} - mean)^2, over {SD_KHAT:g}: they "
                    f"behave as if {variable} had no finite variance, so its sd (and the mean's "
                    "MCSE, sd / sqrt(S)) rests on a few extreme draws; its quantiles are reliable"),
-        "scalars": [names[i] for i in picked],
+        "scalars": [n for _, n, _ in picked],
         "khat": round(worst, 4),
     }  # fmt: skip
     return [fault], info
