@@ -15,6 +15,11 @@ Four independent checks, each able to make a fit "not reliable" (docs/diagnostic
 - Reweighted sds of the output draws against q's, where k-hat allows weights (see
   _reweighted_moments).
 - The road's own findings (`vi.polish["faults"]`: an unbounded density, a second mode, ...).
+
+Then the summaries themselves: a scalar whose sd, from the draws as printed, rests on a tail too
+heavy for them (ppl.diagnostics.mcse_tail) makes the fit "not reliable" too, even where q is
+exact. `diagnostics["not_from_draws"]`, set before judge, exempts scalars whose summaries are
+computed otherwise (quadrature).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
+from ppl.diagnostics.mcse_tail import TAIL_SD, summary_tail_faults
 from ppl.diagnostics.psis import GOOD, USABLE, check_fit
 from ppl.errors import UnreliableFitWarning
 from ppl.inference.hessian import hessian_by_hvp
@@ -76,22 +82,50 @@ def judge(result, log_joint, rng: np.random.Generator) -> None:
         verdict = "usable"
     if faults:
         verdict = "not reliable"
-    diag["verdict"], diag["faults"] = verdict, faults
     diag["psis_summaries"] = bool(
         verdict == "usable"
         and khat <= threshold
         and diag.get("log_weights") is not None
         and _stable(result)
     )
+    # the summaries as they will be printed (weighted or not): is each sd a reliable estimate?
+    weights = diag["log_weights"] if diag["psis_summaries"] else None
+    tail, diag["summary_tail"] = summary_tail_faults(
+        result.draws, weights, not_from_draws=diag.get("not_from_draws") or ()
+    )
+    faults += tail
+    if tail:
+        verdict = "not reliable"
+    diag["verdict"], diag["faults"] = verdict, faults
     if verdict == "not reliable":
         result.warnings.append(unreliable_text(result))
 
 
 def unreliable_text(result) -> str:
-    """The warning of a fit judged not reliable: the faults, then advice the fit did not take."""
-    parts = [f"{', '.join(f['parameters']) or 'q'}: {f['how']} ({f['detail']})"
-             for f in result.diagnostics["faults"]]  # fmt: skip
-    return f"the fit is not reliable: {'; '.join(parts)}. {_advice(result)}"
+    """The warning of a fit judged not reliable: the faults, then advice the fit did not take
+    (about q for faults of q, about the summaries for summaries too heavy-tailed for draws)."""
+    faults = result.diagnostics["faults"]
+    parts = [f"{', '.join(f['parameters']) or 'q'}: {f['how']} ({f['detail']})" for f in faults]
+    tails = [f for f in faults if f.get("how", "").startswith(TAIL_SD)]
+    advice = [_advice(result)] if len(tails) < len(faults) else []
+    advice += [tail_advice(result, f) for f in tails]
+    return f"the fit is not reliable: {'; '.join(parts)}. {' '.join(advice)}"
+
+
+def tail_advice(result, fault: dict) -> str:
+    """What would make the sd of a heavy-tailed scalar reliable; not more draws (their sd
+    converges too slowly to help) nor another q when q already fits (k-hat good, no fault of q)."""
+    diag = result.diagnostics
+    names = ", ".join(fault["parameters"])
+    fits = diag.get("khat", np.inf) <= GOOD and all(
+        f.get("how", "").startswith(TAIL_SD) for f in diag.get("faults") or []
+    )
+    q = f"q itself fits (k-hat {diag['khat']:.2f}); " if fits else ""
+    return (f"{q}for {names}, more draws will not make the sd reliable (a tail this heavy "
+            "converges too slowly): read their quantiles (q5, q50, q95) instead, summarise a "
+            "lighter-tailed scale (the log of a positive parameter; a funnel's v and x_raw "
+            "rather than x), or give the model proper, lighter-tailed priors if the posterior "
+            "should have a finite variance.")  # fmt: skip
 
 
 def warn_unreliable(result) -> None:

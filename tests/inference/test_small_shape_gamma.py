@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from autograd import grad
 
+from ppl.diagnostics.mcse_tail import TAIL_SD
 from ppl.diagnostics.psis import check_fit
 from ppl.families.gamma import LOG_X_FLOOR
 from ppl.inference.saa import FloorExtended, _control_slopes, whitened_draws
@@ -42,7 +43,11 @@ def test_the_default_fit_is_the_exact_gamma(seed):
     assert abs(q["shape"][0] / SHAPE - 1) < 0.02, q
     assert abs(q["rate"][0] / RATE - 1) < 0.02, q
     assert result.diagnostics["nonfinite_draws"] == 0
-    assert result.diagnostics["verdict"] == "good"
+    # q is exact (k-hat good); the only fault allowed is of the draws' sd, which for a gamma(0.01)
+    # rests on a few draws (ppl.diagnostics.mcse_tail: 1000 draws' sd is outside [0.8, 1.25]x
+    # the exact one on about half the seeds)
+    assert result.diagnostics["khat"] <= 0.5
+    assert all(f["how"].startswith(TAIL_SD) for f in result.diagnostics["faults"])
     assert np.all(result.draws["lambda"] >= 0) and np.all(np.isfinite(result.draws["lambda"]))
 
 
