@@ -65,7 +65,10 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
     best, spent, tried, made = first, 0, [], {}
     hidden = _hidden(first, log_joint, rng)
     if not first.diagnostics["khat"] > GOOD and hidden is None:
-        return first
+        from ppl.methods.collapse_road import exact_if_heavy  # exact summaries where draws fail
+
+        return exact_if_heavy(first, log_joint, rng, seed=seed, max_evals=max_evals,
+                              max_iter=max_iter)  # fmt: skip
 
     def left() -> int | None:
         return None if max_evals is None else max_evals - spent
