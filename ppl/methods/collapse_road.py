@@ -30,7 +30,7 @@ GRID_DIM = 2
 
 
 def exact_if_heavy(
-    first: FitResult, log_joint, rng, *, seed: int, max_evals: int | None, max_iter: int | None
+    first: FitResult, log_joint, rng, seed: int, max_evals: int | None, max_iter: int | None
 ) -> FitResult:
     """The collapsed q with a grid where the first fit's draws cannot give some sd (their tail
     k-hat) and the collapse is cheap and grid-able; else `first`."""
