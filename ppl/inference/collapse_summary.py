@@ -100,37 +100,36 @@ def exact_moments(collapsed, nodes: Nodes, values, rng: np.random.Generator,
     """The mixture's moments per column of `values(zeta) -> (rows, scalars)` (deterministic in
     zeta: the caller's output function with a fixed rng); `candidates` (bool per column): the
     columns that may be exact (not integers); `smooth(log_ratios) -> log_weights` (PSIS): draw
-    nodes importance-weighted by the collapsed density over q(g). None where the nodes'
-    conditionals are not proper or the Jacobians would take more than MAX_ROWS rows."""
-    split = collapsed.split
-    Dx = len(split.inner)
-    if len(nodes.g) * Dx > MAX_ROWS:
+    nodes importance-weighted by the collapsed density over q(g). Nodes go in chunks that hold
+    at most MAX_FLOATS numbers. None where the nodes' conditionals are not proper or the
+    Jacobians would take more than MAX_ROWS rows."""
+    Dx = len(collapsed.split.inner)
+    K = len(nodes.g)
+    if K * Dx > MAX_ROWS:
         return None
-    x_star, L, *_, ok = collapsed.conditional(nodes.g)
+    Ny = _evaluate(values, collapsed.full(nodes.g[:1], collapsed.x0[None, :])).shape[1]
+    weigh = smooth is not None and nodes.log_q is not None
+    step = max(1, MAX_FLOATS // (Dx * (Dx + Ny)))
+    parts = [_node_moments(collapsed, values, nodes.g[i : i + step], weigh)
+             for i in range(0, K, step)]  # fmt: skip
+    Y0, s2, ok, log_p = (np.concatenate([p[j] for p in parts]) for j in (0, 1, 2, 4))
+    finite = np.all([p[3] for p in parts], axis=0)
     if np.sum(nodes.weights[~ok]) > 1e-9:
         return None
     w = np.where(ok, nodes.weights, 0.0)
-    if smooth is not None and nodes.log_q is not None:
-        w = _importance(collapsed, nodes, x_star, L, ok, smooth)
+    if weigh:
+        w = np.exp(np.asarray(smooth(np.where(ok, log_p - nodes.log_q, -np.inf)), dtype=float))
     keep = w > 0
-    g, x_star, L, w = nodes.g[keep], x_star[keep], L[keep], w[keep] / w[keep].sum()
-    K = len(g)
-    # whitened directions d_j = L^-T e_j: x* + d_j is one conditional sd along each
-    D = np.linalg.solve(np.swapaxes(L, 1, 2), np.broadcast_to(np.eye(Dx), (K, Dx, Dx)))
-    Y0 = _evaluate(values, collapsed.full(g, x_star))  # (K, Ny)
-    steps = x_star[:, None, :] + np.swapaxes(D, 1, 2)  # (K, Dx, Dx): row j is x* + d_j
-    Yj = _evaluate(values, collapsed.full(np.repeat(g, Dx, axis=0), steps.reshape(K * Dx, Dx)))
-    Jw = Yj.reshape(K, Dx, -1) - Y0[:, None, :]  # (K, Dx, Ny): J L^-T per node
-    exact = _affine(collapsed, values, g, x_star, D, Y0, Jw, w, rng)
+    g, Y0, s2, w = nodes.g[keep], Y0[keep], s2[keep], w[keep] / w[keep].sum()
+    exact = _affine(collapsed, values, g, Y0, w, rng) & finite
     if candidates is not None:
         exact &= candidates
-    exact &= np.all(np.isfinite(Y0), axis=0) & np.all(np.isfinite(Jw), axis=(0, 1))
-    m, s2 = Y0[:, exact], np.sum(Jw[:, :, exact] ** 2, axis=1)  # (K, E)
+    exact &= np.all(np.isfinite(Y0), axis=0)
+    m, s2 = Y0[:, exact], s2[:, exact]  # (K, E)
     mean = w @ m
     sd = np.sqrt(np.maximum(w @ (s2 + (m - mean) ** 2), 0.0))
     mcse = np.zeros_like(mean) if nodes.shape else np.sqrt(np.maximum(w**2 @ (m - mean) ** 2, 0))
     spread = s2 + _cell_spread(m, nodes, keep)
-    Ny = Y0.shape[1]
     out = Exact(exact, np.full(Ny, np.nan), np.full(Ny, np.nan), np.full(Ny, np.nan),
                 np.full((len(PROBS), Ny), np.nan), nodes.shape is not None)  # fmt: skip
     out.mean[exact], out.mcse[exact], out.sd[exact] = mean, mcse, sd
@@ -140,6 +139,9 @@ def exact_moments(collapsed, nodes: Nodes, values, rng: np.random.Generator,
 
 #: Rows per call of the output function.
 CHUNK_ROWS = 8192
+#: Numbers held at once per chunk of nodes: its Cholesky factors and whitened directions
+#: (nodes x Dx x Dx) and its outputs along them (nodes x Dx x scalars).
+MAX_FLOATS = 4_000_000
 
 
 def _evaluate(values, rows: np.ndarray) -> np.ndarray:
@@ -149,38 +151,55 @@ def _evaluate(values, rows: np.ndarray) -> np.ndarray:
     return np.concatenate(parts)
 
 
-def _importance(collapsed, nodes: Nodes, x_star, L, ok, smooth) -> np.ndarray:
-    """Normalised weights of draw nodes: smoothed p(g) / q(g), p(g) the collapsed density
-    (log p at the conditional mode plus the Gaussian integral's terms)."""
-    Dx = x_star.shape[1]
-    with np.errstate(all="ignore"):
-        at_mode = np.asarray(collapsed.log_joint(collapsed.full(nodes.g, x_star)), dtype=float)
-        log_det = np.sum(np.log(np.diagonal(L, axis1=1, axis2=2)), axis=1)
-        log_p = at_mode + 0.5 * Dx * np.log(2 * np.pi) - log_det
-    ratio = np.where(ok & np.isfinite(log_p), log_p - nodes.log_q, -np.inf)
-    return np.exp(np.asarray(smooth(ratio), dtype=float))
+def _node_moments(collapsed, values, g: np.ndarray, weigh: bool):
+    """At rows of g: y(x*), sum_j (y(x* + d_j) - y(x*))^2 = diag(J P^-1 J'), whether each
+    conditional is proper, whether each column's differences are finite (at the proper ones),
+    and the collapsed log density where the nodes are to be weighed (else zeros)."""
+    x_star, L, *_, ok = collapsed.conditional(g)
+    D, Y0, Jw = _jacobian(collapsed, values, g, x_star, L)
+    finite = np.all(np.isfinite(Jw[ok]), axis=(0, 1))
+    log_p = np.zeros(len(g))
+    if weigh:
+        with np.errstate(all="ignore"):
+            at_mode = np.asarray(collapsed.log_joint(collapsed.full(g, x_star)), dtype=float)
+            log_det = np.sum(np.log(np.diagonal(L, axis1=1, axis2=2)), axis=1)
+        log_p = at_mode + 0.5 * x_star.shape[1] * np.log(2 * np.pi) - log_det
+        ok = ok & np.isfinite(log_p)
+    return Y0, np.sum(Jw**2, axis=1), ok, finite, log_p
 
 
-def _affine(collapsed, values, g, x_star, D, Y0, Jw, w, rng) -> np.ndarray:
+def _jacobian(collapsed, values, g, x_star, L):
+    """The whitened directions d_j = L^-T e_j (one conditional sd along each), y(x*), and
+    y(x* + d_j) - y(x*) = J L^-T when y is affine in x: (K, Dx, Ny)."""
+    K, Dx = x_star.shape
+    D = np.linalg.solve(np.swapaxes(L, 1, 2), np.broadcast_to(np.eye(Dx), (K, Dx, Dx)))
+    Y0 = _evaluate(values, collapsed.full(g, x_star))  # (K, Ny)
+    steps = x_star[:, None, :] + np.swapaxes(D, 1, 2)  # (K, Dx, Dx): row j is x* + d_j
+    Yj = _evaluate(values, collapsed.full(np.repeat(g, Dx, axis=0), steps.reshape(K * Dx, Dx)))
+    return D, Y0, Yj.reshape(K, Dx, -1) - Y0[:, None, :]
+
+
+def _affine(collapsed, values, g, Y0, w, rng) -> np.ndarray:
     """Per column: at CHECK_NODES nodes (the heaviest and draws by weight), along a random
     combination c of the whitened directions (two conditional sds long), y(x* + u) - y(x*)
     equals Jw c and y(x* + u) + y(x* - u) - 2 y(x*) vanishes; and y(x*) does not change with
     the output function's random numbers (a generated quantity drawn by an _rng)."""
-    K, Dx = x_star.shape
+    K = len(g)
     picks = np.unique(np.concatenate([[int(np.argmax(w))],
                                       rng.choice(K, size=CHECK_NODES - 1, p=w)]))  # fmt: skip
-    c = rng.standard_normal((len(picks), Dx))
+    gp = g[picks]
+    xp, L, *_ = collapsed.conditional(gp)
+    D, again, Jw = _jacobian(collapsed, values, gp, xp, L)
+    c = rng.standard_normal(xp.shape)
     c *= 2.0 / np.linalg.norm(c, axis=1, keepdims=True)
-    u = np.einsum("kij,kj->ki", D[picks], c)
-    gp, xp = g[picks], x_star[picks]
-    rows = collapsed.full(np.concatenate([gp, gp, gp]), np.concatenate([xp + u, xp - u, xp]))
-    Y = _evaluate(values, rows).reshape(3, len(picks), -1)
-    plus, minus, again = Y
+    u = np.einsum("kij,kj->ki", D, c)
+    rows = collapsed.full(np.concatenate([gp, gp]), np.concatenate([xp + u, xp - u]))
+    plus, minus = _evaluate(values, rows).reshape(2, len(picks), -1)
     base = Y0[picks]
     first = plus - base
-    scale = np.abs(base) + np.abs(first) + np.sqrt(np.sum(Jw[picks] ** 2, axis=1)) + 1e-300
+    scale = np.abs(base) + np.abs(first) + np.sqrt(np.sum(Jw**2, axis=1)) + 1e-300
     with np.errstate(all="ignore"):
-        linear = np.abs(first - np.einsum("kj,kjn->kn", c, Jw[picks])) <= AFFINE_TOL * scale
+        linear = np.abs(first - np.einsum("kj,kjn->kn", c, Jw)) <= AFFINE_TOL * scale
         flat = np.abs(plus + minus - 2 * base) <= AFFINE_TOL * scale
         same = np.abs(again - base) <= AFFINE_TOL * scale
     return np.all(linear & flat & same, axis=0)
