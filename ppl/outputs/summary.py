@@ -76,7 +76,7 @@ def summarise(
 def exact_of(result, weighted: bool = False):
     """The moments the fit computes itself, where it can (a collapsed q's Rao-Blackwellised
     ones: ppl.methods.collapse), aligned with flatten_draws' columns; else None."""
-    own = getattr(result.how, "exact_summaries", None)
+    own = getattr(getattr(result, "how", None), "exact_summaries", None)
     return own(result, weighted=weighted) if own is not None else None
 
 
