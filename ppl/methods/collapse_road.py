@@ -18,7 +18,6 @@ import numpy as np
 from ppl.diagnostics.tails import reliable_threshold, sd_tail_khat
 from ppl.errors import PplError
 from ppl.families.registry import GAUSSIAN
-from ppl.inference.collapse_summary import flat
 from ppl.methods.collapse import COLLAPSED_CANDIDATE, CollapsePlan, label, outer_title
 from ppl.methods.result import FitResult, checked_draws, make_result
 
@@ -99,6 +98,8 @@ def exact_if_heavy(
 def heavy_tailed(first: FitResult) -> str | None:
     """Which scalars' sds the first fit's draws cannot give (tail k-hat of (y - mean)^2 above
     the threshold for their number), as a phrase, or None."""
+    from ppl.inference.collapse_summary import flat  # scipy: not on `ppl check`'s path
+
     names = [n for n, a in first.draws.items() if np.asarray(a).dtype.kind == "f"]
     if not names:
         return None
