@@ -1,11 +1,13 @@
 """Fit every reference posterior (models/posteriordb, models/hard) and compare with its reference.
 
 Prints, per problem: parameters, seconds, gradient evaluations, max and median |mean error| / ref
-sd, the median, min and max ratio of fitted to reference sd; the accuracy class (good: every mean
-within 0.1 reference sd and every sd ratio in [0.8, 1.25]; ok: within 0.3 sd and [0.5, 2];
-inaccurate otherwise), the fit's verdict (result.diagnostics["verdict"]), the parameters the
-verdict names (its faults) and whether the verdict was right (a good fit not called "not
-reliable", a fit that is not good called so). Ends with totals.
+sd, the median, min and max ratio of fitted to reference sd (the means and sds the user reads:
+summary.csv's, PSIS-weighted where the fit's are, exact given q where the fit has them); the
+accuracy class (good: every mean within 0.1 reference sd and every sd ratio in [0.8, 1.25];
+ok: within 0.3 sd and [0.5, 2]; inaccurate otherwise), the fit's verdict
+(result.diagnostics["verdict"]), the parameters the verdict names (its faults) and whether
+the verdict was right (a good fit not called "not reliable", a fit that is not good called so).
+Ends with totals.
 
     python benchmarks/accuracy.py [--suite posteriordb|hard|all] [--method auto] [--seed 1]
                                   [--only NAME] [--json PATH]
@@ -35,7 +37,8 @@ sys.path.insert(0, str(ROOT))
 from ppl.data.build import build  # noqa: E402
 from ppl.diagnostics.psis import verdict as psis_verdict  # noqa: E402
 from ppl.methods import METHODS  # noqa: E402
-from ppl.outputs.summary import flatten_draws  # noqa: E402
+from ppl.outputs.report import psis_weights  # noqa: E402
+from ppl.outputs.summary import fit_summary  # noqa: E402
 from ppl.pipeline import fit  # noqa: E402
 
 SUITES = {"posteriordb": ROOT / "models" / "posteriordb", "hard": ROOT / "models" / "hard"}
@@ -59,14 +62,15 @@ def compare(folder: Path, method: str, seed: int) -> dict:
     model = build(str(folder / "model.stan"), [str(folder / "data.json")], seed=seed)
     result = fit(model, method, seed=seed, draws=4000)
     seconds = time.perf_counter() - start
-    names, matrix = flatten_draws(result.draws)
-    col = {n: i for i, n in enumerate(names)}
+    # the summaries the user reads (summary.csv): PSIS-weighted where the fit's are, exact
+    # given q where the fit has them (a collapsed q's quadrature)
+    rows = {row[0]: row for row in fit_summary(result, psis_weights(result, False))}
     errs, ratios = [], []
     with np.errstate(all="ignore"):
         for name, r in params.items():
-            x = matrix[:, col[name]]
-            err = abs(x.mean() - r["mean"]) / r["sd"]
-            ratio = x.std(ddof=1) / r["sd"]
+            _, mean, _, sd, *_ = rows[name]
+            err = abs(mean - r["mean"]) / r["sd"]
+            ratio = sd / r["sd"]
             # a non-finite summary is as wrong as it gets
             errs.append(float(err) if np.isfinite(err) else np.inf)
             ratios.append(float(ratio) if np.isfinite(ratio) else np.inf)

@@ -31,7 +31,7 @@ from ppl.outputs.report import (
     psis_weights,
     summaries_text,
 )
-from ppl.outputs.summary import SUMMARY_HEADER, format_table, summarise
+from ppl.outputs.summary import SUMMARY_HEADER, fit_summary, format_table
 from ppl.pipeline import check_finite_result
 from ppl.pipeline import fit as run_fit
 from ppl.runtime.compiler import CompiledModel
@@ -205,7 +205,7 @@ class Fit:
             import pandas as pd
         except ModuleNotFoundError:
             raise PplError("fit.summary() needs pandas: pip install pandas") from None
-        rows = summarise(self.result.draws, self.log_weights)
+        rows = fit_summary(self.result, self.log_weights)
         frame = pd.DataFrame([r[1:] for r in rows], columns=SUMMARY_HEADER[1:],
                              index=[r[0] for r in rows])  # fmt: skip
         frame.index.name = SUMMARY_HEADER[0]
@@ -241,7 +241,7 @@ class Fit:
         if summaries:
             lines.append(summaries)
         lines += [f"  q({name}): {fam}" for name, fam in self.result.families.items()]
-        table = format_table(summarise(self.result.draws, self.log_weights), max_rows)
+        table = format_table(fit_summary(self.result, self.log_weights), max_rows)
         return "\n".join([*lines, "", table])
 
     def __repr__(self) -> str:

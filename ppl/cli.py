@@ -474,7 +474,7 @@ def _pointing_to(checkpointer):
 def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
     from ppl.api import Model
     from ppl.outputs.report import diagnostics_lines, header_lines, summaries_text
-    from ppl.outputs.summary import format_table, summarise
+    from ppl.outputs.summary import fit_summary, format_table
 
     checkpointer, signals = _checkpointer(args)
     model = Model.from_file(args.model)
@@ -525,7 +525,7 @@ def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
     for name, fam in result.families.items():
         print(f"  q({name}): {fam}")
     print()
-    print(format_table(summarise(result.draws, done.log_weights)))
+    print(format_table(fit_summary(result, done.log_weights)))
     if args.output:
         files = done.save(args.output, args.overwrite, [*_inputs(args), args.checkpoint])
         print(f"\nwrote {', '.join(str(f) for f in files)}")

@@ -36,6 +36,7 @@ class CollapsedResult(VIResult):
     outer: VIResult | None = None
     collapsed: Collapsed | None = None
     polish: dict = field(default_factory=dict)
+    summaries: dict = field(default_factory=dict)  # Rao-Blackwellised moments, computed once
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         g = np.asarray(self.outer.sample(rng, n), dtype=float)

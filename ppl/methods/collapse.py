@@ -50,6 +50,24 @@ class CollapsedCandidate(Method):
     def ended_by(self, result, met: bool, iterations: int) -> str:
         return fixed_draw_ending(met)
 
+    def exact_summaries(self, result, weighted: bool = False):
+        """Rao-Blackwellised moments of the outputs affine in the integrated latents given the
+        rest (ppl.inference.collapse_summary), once per fit: over q's grid cells (quadrature),
+        or over draws of q(g), PSIS-weighted by the collapsed density when `weighted`; None
+        where they can not be had (the outputs' Jacobians too large)."""
+        from ppl.inference.collapse_summary import summaries_of
+
+        q = result.vi
+        if getattr(q, "collapsed", None) is None:
+            return None
+        key = "weighted" if weighted else "plain"
+        if key not in q.summaries:
+            smooth = (lambda r: psis(r)[0]) if weighted else None
+            with np.errstate(all="ignore"):
+                q.summaries[key] = summaries_of(q, result.model, result.draws, result.seed,
+                                                smooth)  # fmt: skip
+        return q.summaries[key]
+
 
 COLLAPSED_CANDIDATE = CollapsedCandidate()
 

@@ -28,6 +28,7 @@ from ppl.methods.collapse import (
     outer_phrase,
     outer_title,
 )
+from ppl.methods.collapse_road import exact_if_heavy  # a grid's exact summaries where draws fail
 from ppl.methods.flow import FLOW_CANDIDATE
 from ppl.methods.laplace import LAPLACE, label_laplace, laplace_candidate, laplace_description
 from ppl.methods.result import FitResult, checked_draws, make_result
@@ -66,7 +67,7 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
     best, spent, tried, made = first, 0, [], {}
     hidden = _hidden(first, log_joint, rng)
     if not first.diagnostics["khat"] > GOOD and hidden is None:
-        return first
+        return exact_if_heavy(first, log_joint, rng, seed, max_evals, max_iter)
 
     def left() -> int | None:
         return None if max_evals is None else max_evals - spent

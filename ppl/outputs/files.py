@@ -35,7 +35,7 @@ import numpy as np
 
 from ppl import safefiles
 from ppl.errors import PplError
-from ppl.outputs.summary import SUMMARY_HEADER, flatten_draws, scalar_names, summarise
+from ppl.outputs.summary import SUMMARY_HEADER, fit_summary, flatten_draws, scalar_names
 
 #: The files of the last write_outputs that reached their places (for the interrupt message).
 written_paths: list[Path] = []
@@ -256,7 +256,7 @@ def write_outputs(
     None of them replaces a file in `inputs`, nor (without `overwrite`) one ppl did not write."""
     check_output(directory, inputs, overwrite)  # before the texts: fail fast
     files = {
-        "summary.csv": _csv_text(SUMMARY_HEADER, summarise(result.draws, log_weights)),
+        "summary.csv": _csv_text(SUMMARY_HEADER, fit_summary(result, log_weights)),
         "draws.csv": draws_csv(result, log_weights),
         "fit.json": json.dumps(_json_safe(fit_info), indent=2, allow_nan=False) + "\n",
         "elbo.csv": _csv_text(["iteration", "elbo"], result.vi.elbo_trace),

@@ -5,6 +5,7 @@ say the same thing."""
 from __future__ import annotations
 
 from ppl.diagnostics.psis import USABLE
+from ppl.outputs.summary import exact_text
 
 
 def method_text(result, rows: str = "") -> str:
@@ -67,14 +68,22 @@ def verdict_text(result) -> str:
     return f"{diag['verdict']}" + (f" ({named})" if named else "")
 
 
+PSIS_CORRECTED = (
+    "summaries: PSIS-corrected (k-hat between 0.5 and the threshold, and the weighted means of "
+    "the two halves of the draws agree; by default)"
+)
+
+
 def summaries_text(result, log_weights) -> str | None:
-    """The "summaries:" line when they are importance-weighted, saying why."""
-    if log_weights is None:
-        return None
-    if result.diagnostics.get("psis_summaries"):
-        return ("summaries: PSIS-corrected (k-hat between 0.5 and the threshold, and the "
-                "weighted means of the two halves of the draws agree; by default)")  # fmt: skip
-    return "summaries: importance-weighted (--psis)"
+    """The "summaries:" lines: when they are importance-weighted, saying why; which are exact
+    given q (a collapsed q's Rao-Blackwellised ones: ppl.outputs.summary.exact_text)."""
+    lines = [exact_text(result, weighted=log_weights is not None)]
+    if log_weights is not None and result.diagnostics.get("psis_summaries"):
+        lines.insert(0, PSIS_CORRECTED)
+    elif log_weights is not None:
+        lines.insert(0, "summaries: importance-weighted (--psis)")
+    lines = [line for line in lines if line]
+    return "\n".join(lines) if lines else None
 
 
 def psis_weights(result, wanted: bool):
@@ -118,6 +127,7 @@ def fit_info(result, *, model: str, data: list[str], draws: int, engine: str = "
         "elbo_rows": result.elbo_rows,
         "psis": {k: v for k, v in result.diagnostics.items() if k not in PER_DRAW},
         "psis_weighted_summaries": weighted,
+        "exact_summaries": exact_text(result, weighted=weighted),
         "verdict": result.diagnostics.get("verdict"),
         "faults": result.diagnostics.get("faults", []),
         "notes": result.notes,

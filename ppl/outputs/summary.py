@@ -73,6 +73,47 @@ def summarise(
     return [(name, *map(float, row)) for name, row in zip(names, columns, strict=True)]
 
 
+def exact_of(result, weighted: bool = False):
+    """The moments the fit computes itself, where it can (a collapsed q's Rao-Blackwellised
+    ones: ppl.methods.collapse), aligned with flatten_draws' columns; else None."""
+    own = getattr(getattr(result, "how", None), "exact_summaries", None)
+    return own(result, weighted=weighted) if own is not None else None
+
+
+def fit_summary(result, log_weights: np.ndarray | None = None) -> list[tuple]:
+    """The summaries the user reads (console, summary.csv, fit.summary()): the draws' own
+    (importance-weighted with `log_weights`), each replaced by the fit's exact one where it has
+    it (exact_of)."""
+    rows = summarise(result.draws, log_weights)
+    exact = exact_of(result, weighted=log_weights is not None)
+    if exact is None:
+        return rows
+    for j in np.flatnonzero(exact.exact):
+        q5, q50, q95 = (float(v) for v in exact.quantiles[:, j])
+        rows[j] = (rows[j][0], float(exact.mean[j]), float(exact.mcse[j]), float(exact.sd[j]),
+                   q5, q50, q95)  # fmt: skip
+    return rows
+
+
+def exact_text(result, weighted: bool = False) -> str | None:
+    """The line that says which summaries are exact given q and how, or None."""
+    exact = exact_of(result, weighted=weighted)
+    if exact is None or not exact.exact.any():
+        return None
+    parts, at = [], 0
+    for name, arr in result.draws.items():
+        size = int(np.prod(np.shape(arr)[1:], dtype=int))
+        done = int(exact.exact[at : at + size].sum())
+        at += size
+        if done:
+            parts.append(name if done == size else f"{name} ({done} of {size})")
+    names = ", ".join(parts) if len(parts) <= 8 else ", ".join(parts[:8]) + ", ..."
+    how = ("exact given q's grid (quadrature)" if exact.grid else
+           "exact given q's draws of the coordinates it keeps, the rest integrated out "
+           "(Rao-Blackwellised" + (", PSIS-weighted)" if weighted else ")"))  # fmt: skip
+    return f"summaries: mean, sd and quantiles of {names}: {how}, not from draws"
+
+
 def format_table(rows, max_rows: int = 60) -> str:
     """A fixed-width table for the terminal; long tables are cut with a note."""
     header = f"{'parameter':<24}" + "".join(f"{h:>12}" for h in SUMMARY_HEADER[1:])

@@ -187,11 +187,16 @@ def test_fit_summary_csv(two_fits):
     for r in rows[1:]:
         mean, mcse, sd, q5, q50, q95 = map(float, r[1:])
         assert sd >= 0 and q5 <= q50 <= q95
-        assert mcse == pytest.approx(sd / 1000**0.5, rel=1e-12)  # 1000 independent draws
+        if r[0].startswith("y_rep"):  # normal_rng: from the draws, 1000 independent ones
+            assert mcse == pytest.approx(sd / 1000**0.5, rel=1e-12)
+        else:  # quadrature over the grid the road's collapse ends at: no Monte Carlo error
+            assert mcse == 0.0
     tau = next(r for r in rows if r[0] == "tau")
     assert float(tau[5]) > 0  # q5: tau has a lower bound of 0
     mu = next(r for r in rows if r[0] == "mu")
     assert -5 < float(mu[1]) < 15
+    info = json.loads((dirs[0] / "fit.json").read_text())
+    assert "exact given q's grid (quadrature)" in info["exact_summaries"]
 
 
 def test_fit_draws_fit_json_elbo(two_fits):
