@@ -57,6 +57,9 @@ def fit(model: CompiledModel, method: str = DEFAULTS["method"], **options) -> Fi
                          draws=o.draws, seed=o.seed, seconds=seconds,
                          refinement=fitted.refinement, elbo_rows=fitted.elbo_rows)  # fmt: skip
     result = how.finish(result, fitted, log_joint, rng, o, fit)
+    exact = getattr(result.how, "exact_scalars", None)  # summaries not from draws
+    if exact is not None:
+        result.diagnostics["not_from_draws"] = exact(result)
     judge(result, log_joint, rng)  # after every method's afterthoughts (ppl.diagnostics.verdict)
     return result
 

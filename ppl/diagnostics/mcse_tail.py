@@ -147,13 +147,17 @@ def _variables(draws: dict[str, np.ndarray]):
         arr = np.asarray(arr)
         if arr.dtype.kind != "f" or arr.ndim == 0:
             continue
-        S, shape = arr.shape[0], arr.shape[1:]
+        S = arr.shape[0]
         axes = (0,) + tuple(reversed(range(1, arr.ndim)))
-        elements = [name] if not shape else [
-            f"{name}[{','.join(str(i) for i in reversed(c))}]"
-            for c in itertools.product(*reversed([range(1, n + 1) for n in shape]))
-        ]  # fmt: skip
-        yield name, elements, np.transpose(arr, axes).reshape(S, -1)
+        yield name, element_names(name, arr.shape[1:]), np.transpose(arr, axes).reshape(S, -1)
+
+
+def element_names(name: str, shape: tuple[int, ...]) -> list[str]:
+    """Stan's element names of a variable, first index fastest (as ppl.outputs.summary)."""
+    if not shape:
+        return [name]
+    combos = itertools.product(*reversed([range(1, n + 1) for n in shape]))
+    return [f"{name}[{','.join(str(i) for i in reversed(c))}]" for c in combos]
 
 
 def scalar_columns(draws: dict[str, np.ndarray]) -> tuple[list[str], list[str], np.ndarray]:

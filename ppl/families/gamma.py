@@ -446,6 +446,15 @@ class GammaFamily:
             out.append(np.abs(np.log(np.logaddexp(0.0, new) / np.logaddexp(0.0, old))))
         return out
 
+    def closed_summaries(self, params: np.ndarray, probs) -> tuple[np.ndarray, ...]:
+        """q's mean, sd and quantiles of x in closed form: draws cannot give a small shape's sd
+        (gamma(0.01): its sd from 4000 draws was 0.73-1.20x the exact one over six seeds)."""
+        from scipy import stats
+
+        a, rate = np.logaddexp(0, params[: self.dim]), np.logaddexp(0, params[self.dim :])
+        quantiles = np.array([stats.gamma.ppf(p, a, scale=1.0 / rate) for p in probs])
+        return a / rate, np.sqrt(a) / rate, quantiles
+
     def describe(self, params: np.ndarray) -> dict:
         a, rate = np.logaddexp(0, params[: self.dim]), np.logaddexp(0, params[self.dim :])
         return {"family": "gamma", "shape": a.tolist(), "rate": rate.tolist()}

@@ -62,6 +62,7 @@ class Exact:
     sd: np.ndarray
     quantiles: np.ndarray  # (len(PROBS), scalars)
     grid: bool
+    how: str | None = None  # how they were had, where not a collapse's (a closed form)
 
 
 def grid_nodes(outer) -> Nodes:

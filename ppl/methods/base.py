@@ -135,6 +135,23 @@ class Method:
                              "sd": sd[part].tolist()}  # fmt: skip
         return out
 
+    def exact_summaries(self, result, weighted: bool = False):
+        """Summaries q gives without its draws (ppl.inference.collapse_summary.Exact, aligned
+        with the draws' scalars), or None: the draws' own."""
+        return None
+
+    def exact_scalars(self, result) -> list[str]:
+        """The element names whose summaries are exact (not from draws): the verdict does not
+        judge their draws' tails (ppl.diagnostics.mcse_tail)."""
+        from ppl.diagnostics.mcse_tail import element_names
+
+        exact = self.exact_summaries(result)
+        if exact is None:
+            return []
+        names = [n for name, arr in result.draws.items()
+                 for n in element_names(name, np.shape(arr)[1:])]  # fmt: skip
+        return [n for n, e in zip(names, exact.exact, strict=True) if e]
+
     def gaussian_name(self, vi) -> str:
         """The family fit.json names for a Gaussian q."""
         return GAUSSIAN
@@ -147,8 +164,44 @@ class CompositeMethod(Method):
     def variational_parameters(self, result) -> dict:
         return result.vi.family.describe(result.vi.theta)
 
+    def exact_summaries(self, result, weighted: bool = False):
+        """A latent whose block has closed-form summaries (a gamma q on x itself), scalar or
+        vector, unweighted: its mean, sd and quantiles from q's parameters, where its draws
+        agree with them (their mean within 5 MCSE: the block is the latent, untransformed)."""
+        if weighted or not hasattr(result.vi, "family") or not hasattr(result.vi, "theta"):
+            return None
+        return closed_form(result)
+
 
 def fixed_draw_ending(met: bool) -> str:
     """What ended a fit by the deterministic road (L-BFGS on a fixed-draw ELBO)."""
     return ("the fixed-draw optimum, reached by L-BFGS, settled as the draws grew" if met
             else "the fixed-draw optimum did not settle (see warnings)")  # fmt: skip
+
+
+def closed_form(result):
+    """ppl.inference.collapse_summary.Exact from the blocks' closed_summaries, or None."""
+    from ppl.inference.collapse_summary import PROBS, Exact
+
+    blocks = {b.name: (fam, part) for b, fam, part in result.vi.family._split(result.vi.theta)}
+    columns = []
+    for name, arr in result.draws.items():
+        arr = np.asarray(arr, dtype=float) if np.asarray(arr).dtype.kind == "f" else None
+        size = int(np.prod(np.shape(result.draws[name])[1:], dtype=int))
+        fam, part = blocks.get(name, (None, None))
+        own = getattr(fam, "closed_summaries", None)
+        if own is None or arr is None or arr.ndim > 2 or size != fam.dim:
+            columns.append((np.zeros(size, dtype=bool), *(np.zeros(size),) * 3,
+                            np.zeros((len(PROBS), size))))  # fmt: skip
+            continue
+        mean, sd, quantiles = own(part, PROBS)
+        draws = arr.reshape(len(arr), -1)
+        agree = np.abs(draws.mean(axis=0) - mean) <= 5 * sd / np.sqrt(len(arr)) + 1e-12
+        columns.append((agree, mean, np.zeros(size), sd, quantiles))
+    if not columns or not any(c[0].any() for c in columns):
+        return None
+    exact, mean, mcse, sd = (np.concatenate([c[i] for c in columns]) for i in range(4))
+    quantiles = np.concatenate([c[4] for c in columns], axis=1)
+    return Exact(
+        exact, mean, mcse, sd, quantiles, grid=False, how="q's own (closed form), exact given q"
+    )

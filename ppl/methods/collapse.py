@@ -143,8 +143,9 @@ def outer_title(q) -> str:
     """The family line of the coordinates q keeps (a grid, a flow, a full-rank Gaussian)."""
     from ppl.families.flow import FLOW, FLOW_TITLE
 
-    return {"grid": GRID_TITLE, FLOW: FLOW_TITLE}.get(q.polish.get("outer"),
-                                                       CollapsedCandidate.families.gaussian)
+    return {"grid": GRID_TITLE, FLOW: FLOW_TITLE}.get(
+        q.polish.get("outer"), CollapsedCandidate.families.gaussian
+    )
 
 
 def outer_phrase(q) -> str:

@@ -2,7 +2,7 @@
 summaries no set of draws gets right. Neal's funnel, non-centred, is fitted exactly (k-hat 0),
 but sd(x) = sqrt(E[e^v]), v ~ N(0, 9), has a quarter of its mass beyond the largest of 4000
 draws: every draw set understates it by about 20 %. Where the Pareto k-hat of the draws' tail
-of (y - mean)^2 (ppl.diagnostics.tails) says some scalar's sd is not reliable from them and a
+of (y - mean)^2 (ppl.diagnostics.mcse_tail) says some scalar's sd is not reliable from them and a
 grid collapse is cheap (at most CHEAP_COLOURS Hessian products, at most two coordinates left),
 the collapsed q is fitted: its summaries are quadrature over the grid, exact given q
 (ppl.inference.collapse_summary). It is kept unless its ELBO is lower by more than TIE (the
@@ -15,7 +15,6 @@ import warnings
 
 import numpy as np
 
-from ppl.diagnostics.tails import reliable_threshold, sd_tail_khat
 from ppl.errors import PplError
 from ppl.families.registry import GAUSSIAN
 from ppl.methods.collapse import COLLAPSED_CANDIDATE, CollapsePlan, label, outer_title
@@ -103,12 +102,18 @@ def heavy_tailed(first: FitResult) -> str | None:
     names = [n for n, a in first.draws.items() if np.asarray(a).dtype.kind == "f"]
     if not names:
         return None
+    from ppl.diagnostics.mcse_tail import tail_khats
+    from ppl.diagnostics.verdict import khat_threshold
+
     matrix = flat({n: first.draws[n] for n in names})
-    k = sd_tail_khat(matrix)
-    threshold = reliable_threshold(len(matrix))
+    # the road tries the collapse from Vehtari's threshold at S draws; the verdict names a
+    # scalar only past mcse_tail.SD_KHAT (its sd behaves as if it had no finite variance)
+    k = tail_khats(matrix, mean=False)["sd"]
+    k = np.where(np.isnan(k), -np.inf, k)  # no continuous tail: nothing to judge
+    threshold = khat_threshold(len(matrix))
     if not np.any(k > threshold):
         return None
-    worst = int(np.argmax(np.where(np.isfinite(k), k, 1e300)))
+    worst = int(np.argmax(k))
     at, which = 0, names[0]
     for name in names:  # the variable of the worst column
         size = int(np.prod(np.shape(first.draws[name])[1:], dtype=int))

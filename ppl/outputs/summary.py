@@ -108,7 +108,7 @@ def exact_text(result, weighted: bool = False) -> str | None:
         if done:
             parts.append(name if done == size else f"{name} ({done} of {size})")
     names = ", ".join(parts) if len(parts) <= 8 else ", ".join(parts[:8]) + ", ..."
-    how = ("exact given q's grid (quadrature)" if exact.grid else
+    how = exact.how or ("exact given q's grid (quadrature)" if exact.grid else
            "exact given q's draws of the coordinates it keeps, the rest integrated out "
            "(Rao-Blackwellised" + (", PSIS-weighted)" if weighted else ")"))  # fmt: skip
     return f"summaries: mean, sd and quantiles of {names}: {how}, not from draws"
