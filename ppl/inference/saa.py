@@ -26,6 +26,7 @@ from autograd.tracer import getval
 from ppl.families.gamma import LOG_X_FLOOR
 from ppl.inference.deterministic import guarded_mean, minimise, reached_optimum
 from ppl.inference.draws import fixed_normal_draws
+from ppl.inference.pair_scale import PairScale
 from ppl.inference.sgvb import MixedFamily, SGVBResult
 from ppl.progress import start_phase
 
@@ -309,22 +310,22 @@ def _solve(objective: Callable, theta: np.ndarray, max_iter: int, looseness: flo
 NATURAL_RESTARTS, NATURAL_TOL = 4, MOVE_TOL
 
 
-def natural_factor(family, theta) -> tuple[np.ndarray, np.ndarray] | None:
+def natural_factor(family, theta) -> tuple[PairScale, np.ndarray] | None:
     """(R, on): R R^T the inverse Fisher information of q's gamma blocks at theta on their
-    parameters' positions (`on`), the identity elsewhere; None when q has no gamma block."""
+    parameters' positions (`on`), the identity elsewhere (a PairScale: one 2 x 2 block per
+    gamma coordinate); None when q has no gamma block."""
     base, point = family, np.asarray(theta, dtype=float)
     if isinstance(family, Preconditioned):  # P is the identity on the gamma parameters
         base, point = family.family, np.asarray(family.theta(point), dtype=float)
-    R, on = np.eye(len(point)), np.zeros(len(point), dtype=bool)
+    R, on = PairScale(len(point)), np.zeros(len(point), dtype=bool)
     for block, fam, k in getattr(base, "parts", []):
         factor = getattr(fam, "natural_factor", None)
         if factor is not None:
             L, n = factor(point[k : k + fam.size]), block.size
-            for j in range(n):
-                at = [k + j, k + n + j]
-                R[np.ix_(at, at)] = L[j]
-                on[at] = True
-    return (R, on) if on.any() and np.all(np.isfinite(R)) else None
+            first = k + np.arange(n)
+            R.set_pairs(first, first + n, L)
+            on[first] = on[first + n] = True
+    return (R, on) if on.any() and R.finite() else None
 
 
 @dataclass
@@ -333,10 +334,10 @@ class ScaledInverse:
     one in theta: R H_c^-1 R^T."""
 
     inner: object
-    R: np.ndarray
+    R: PairScale
 
     def matvec(self, g: np.ndarray) -> np.ndarray:
-        return self.R @ np.asarray(self.inner.matvec(self.R.T @ g), dtype=float)
+        return self.R @ np.asarray(self.inner.matvec(self.R.rmatvec(g)), dtype=float)
 
 
 class NaturalSolve:
@@ -354,7 +355,7 @@ class NaturalSolve:
         return _negative_elbo(self.log_joint, self.family, self.eps, self.counter,
                               at if controls else None)  # fmt: skip
 
-    def _run(self, objective, start: np.ndarray, R: np.ndarray | None, done: int):
+    def _run(self, objective, start: np.ndarray, R: PairScale | None, done: int):
         """One L-BFGS solve from start, in theta = start + R c when R is given; the optimiser's
         result and the best point and value, in theta."""
         callback = None if self.step is None else partial(_shifted, self.step, done)
@@ -384,11 +385,11 @@ class NaturalSolve:
             x = x if R is None else start + R @ x
             if np.array_equal(x, best):
                 jac = np.asarray(opt.jac, dtype=float)
-                jac = jac if R is None else np.linalg.solve(R.T, jac)
+                jac = jac if R is None else R.solve_transposed(jac)
             else:
                 with np.errstate(all="ignore"):
                     jac = np.asarray(grad(objective)(best), dtype=float)
-            step = np.where(natural[1], -(natural[0] @ (natural[0].T @ jac)), 0.0)
+            step = np.where(natural[1], -(natural[0] @ natural[0].rmatvec(jac)), 0.0)
             if not np.all(np.isfinite(step)):
                 break
             if movement(self.family.changes(best, best + step)) <= NATURAL_TOL:
@@ -413,11 +414,11 @@ def _shifted(step: Callable[[int, float], None], done: int, nit: int, value: flo
 class _Scaled:
     """objective(theta0 + R c) as a function of c."""
 
-    def __init__(self, objective, theta0: np.ndarray, R: np.ndarray):
+    def __init__(self, objective, theta0: np.ndarray, R: PairScale):
         self.objective, self.theta0, self.R = objective, theta0, R
 
     def __call__(self, c):
-        return self.objective(self.theta0 + anp.dot(self.R, c))
+        return self.objective(self.theta0 + self.R @ c)
 
 
 def _negative_elbo(log_joint: Callable, family, eps: np.ndarray, counter: dict, theta0=None):
