@@ -21,7 +21,7 @@ import numpy as np
 from ppl.data.files import PythonValues, load_data, open_data_file
 from ppl.data.specs import data_specs
 from ppl.diagnostics.verdict import warn_unreliable
-from ppl.errors import PplError, PplWarning
+from ppl.errors import PplError
 from ppl.language.frontend import load_model, model_from_text
 from ppl.limits import ResourceLimit, interrupts_noted
 from ppl.methods import DEFAULTS, FitResult
@@ -43,14 +43,17 @@ from ppl.runtime.compiler import CompiledModel
 def user_errors(method):
     """The API's contract on a public method: every user error a ppl.PplError (a model nested too
     deeply, a size no check foresaw), numpy's and autograd's warnings kept from the user (ppl's
-    own, PplWarning, pass), and a Ctrl-C never lost (ppl.limits.interrupts_noted)."""
+    own, PplWarning, as the caller's filters say), and a Ctrl-C never lost
+    (ppl.limits.interrupts_noted)."""
 
     @functools.wraps(method)
     def wrapped(*args, **kwargs):
         try:
             with interrupts_noted(), warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                warnings.simplefilter("default", PplWarning)
+                # numpy's overflow and invalid-value warnings, autograd's: not for the user;
+                # ppl's own warnings (PplWarning) keep the caller's filters
+                warnings.filterwarnings("ignore", category=RuntimeWarning)
+                warnings.filterwarnings("ignore", message="Output seems independent of input")
                 return method(*args, **kwargs)
         except RecursionError:
             from ppl.language.parser import TOO_DEEP
