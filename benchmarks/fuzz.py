@@ -93,15 +93,18 @@ def loop_statement(rng: random.Random) -> str:
     """A loop nest that must be refused at once (over the iteration or memory budget), stopped
     in seconds (endless), or run (small): issue 32's `for (i in 1:30000) for (j in 1:30000)`."""
     a, b, c = (rng.choice(LOOP_SIZES) for _ in range(3))
+    # a single loop of 10^6 in the model block is a legitimately slow model (seconds a
+    # gradient), not a runaway: those run small or past the limit
+    n = rng.choice([10, 3000, 10**9])
     return rng.choice([
         f"{{ real zz = 0; for (i in 1:{a}) for (j in 1:{b}) zz += i * j; }}",
         f"{{ real zz = 0; for (i in 1:{a}) {{ for (j in 1:{b}) {{ for (k in 1:{c}) zz += 1; }} }}"
         " }",
-        f"{{ real zz = 0; for (i in 1:{a}) zz = zz / 2 + i; }}",
+        f"{{ real zz = 0; for (i in 1:{n}) zz = zz / 2 + i; }}",
         f"{{ vector[{a}] v = rep_vector(1, {a}); real zz = 0; for (j in 1:{b}) zz += sum(v); }}",
         "{ real zz = 0; while (1) zz += 1; }",
-        f"{{ real zz = 0; while (zz < {a}) zz += 1; }}",
-        f"{{ int k = 0; while (1) {{ k += 1; if (k > {a}) break; }} }}",
+        f"{{ real zz = 0; while (zz < {n}) zz += 1; }}",
+        f"{{ int k = 0; while (1) {{ k += 1; if (k > {n}) break; }} }}",
     ])  # fmt: skip
 
 
