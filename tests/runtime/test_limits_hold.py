@@ -13,6 +13,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import ppl
@@ -341,3 +342,20 @@ def test_a_ctrl_c_during_a_fit_without_checkpoint_is_exit_130(tmp_path):
         err = p.communicate(timeout=120)[1].decode()
         assert p.returncode == 130, (delay, err)
         assert "Traceback" not in err
+
+
+def test_the_api_keeps_numpy_warnings_from_the_user():
+    """numpy's overflow warnings reached a notebook's user; ppl's own warnings still do."""
+    import warnings
+
+    code = "parameters { real<lower=0> s; }\nmodel { target += log(s) * 1e300 * 1e10; }\n"
+    model = ppl.Model(code)  # overflows: numpy warned 7 times before the fit failed
+    with warnings.catch_warnings(record=True) as caught, pytest.raises(ppl.PplError):
+        warnings.simplefilter("always")
+        with np.errstate(all="warn"):
+            model.fit(iterations=50, seed=3)
+    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)], caught
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ppl.api.user_errors(lambda: warnings.warn("unreliable", ppl.errors.PplWarning, 2))()
+    assert [w.category for w in caught] == [ppl.errors.PplWarning]
