@@ -403,6 +403,10 @@ def _sigint_argv(rng: random.Random, out: Path) -> list[str]:
     return argv
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _sigint_outcome(p, finished_first: bool, err: str) -> str:
     if finished_first:
         return "finished before the signal"
@@ -412,9 +416,9 @@ def _sigint_outcome(p, finished_first: bool, err: str) -> str:
         return "traceback (ppl)" if ours else "traceback (Python's start)"
     if p.returncode == 0:
         return "lost (exit 0)"
-    if p.returncode in (130, -signal.SIGINT) or "stopped:" in err:
-        return "interrupted (130)" if p.returncode == 130 else f"exit {p.returncode}"
-    return f"exit {p.returncode}"
+    if "stopped:" in err:  # --checkpoint: stopped after an iteration, checkpoint written
+        return f"stopped (exit {p.returncode})"
+    return "interrupted (130)" if p.returncode == 130 else f"exit {p.returncode}"
 
 
 def sigint_trials(n: int, max_delay: float, jobs: int, seed: int) -> Counter:
@@ -434,8 +438,10 @@ def sigint_trials(n: int, max_delay: float, jobs: int, seed: int) -> Counter:
         while made < n or running:
             while made < n and len(running) < jobs:
                 argv = _sigint_argv(rng, Path(tmp) / f"o{made}")
+                # SIGINT as a terminal gives it: a background job of a script inherits it
+                # ignored (SIG_IGN), and a command that ignores Ctrl-C cannot be tested
                 p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     env=env)  # fmt: skip
+                                     env=env, preexec_fn=_default_sigint)  # fmt: skip
                 began = time.monotonic()
                 running.append([p, began + rng.uniform(0, max_delay), None, argv, began])
                 made += 1
