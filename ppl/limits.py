@@ -126,12 +126,15 @@ def loop_seconds() -> float:
 # note (poll_interrupt), and the run raises KeyboardInterrupt at its end if it is still there.
 
 _PENDING: list[int] = []
+_NOTING: list[bool] = []  # non-empty while interrupts_noted's handler is installed
 
 
 def note_interrupt(signum: int = signal.SIGINT) -> None:
     """Remember a SIGINT/SIGTERM until a poll raises it (a handler's KeyboardInterrupt may be
-    swallowed)."""
-    _PENDING.append(signum)
+    swallowed); only under interrupts_noted, which forgets it at its end: a note outside one
+    (a library caller's own signal handling) would raise in some later, unrelated run."""
+    if _NOTING:
+        _PENDING.append(signum)
 
 
 def poll_interrupt() -> None:
@@ -160,9 +163,11 @@ def interrupts_noted(replacing=None) -> Iterator[None]:
         return
     _PENDING.clear()
     signal.signal(signal.SIGINT, _on_sigint)
+    _NOTING.append(True)
     try:
         yield
         poll_interrupt()
     finally:
+        _NOTING.clear()
         _PENDING.clear()
         signal.signal(signal.SIGINT, signal.default_int_handler)
