@@ -10,11 +10,15 @@ BOMs, control characters; JSON values replaced by huge, negative, non-finite or 
 and random options. Outcomes:
 
 - ok: exit 0; user error: exit 2 (or 130 never expected); internal error: exit 1 or a
-  traceback, a bug; timeout: more than --timeout seconds of CPU (RLIMIT_CPU), or 5x that of wall
-  time (a hang); over memory: killed or out of
-  memory under the RLIMIT_AS limit (--memory-gb). A user error whose message names neither the
-  model nor a data file is counted as "unlocated" too. Each child's peak RSS (from wait4) is
-  kept: the table says how many went over 1 GB and the largest.
+  traceback, a bug; timeout: more than --timeout seconds of CPU (RLIMIT_CPU); timeout (wall):
+  killed at 5x that of wall time (a hang, or a loaded machine: its CPU time is shown); over
+  memory: killed or out of memory under the RLIMIT_AS limit (--memory-gb). A user error whose
+  message names neither the model nor a data file is counted as "unlocated" too. Each child's
+  peak RSS (from wait4) is kept: the table says how many went over 1 GB and the largest, and
+  how many took over 30 s of wall time.
+
+With --sigint N, N more trials start `ppl fit` as a command on the examples and send SIGINT at a
+uniform random time: a trial that exits 0 after the signal is a lost interrupt (issue 32).
 
 The children are forked from this process after ppl is imported, so a case costs its own work,
 not an interpreter start. Prints a table of counts and, per bad outcome, the first few cases.
@@ -85,6 +89,29 @@ def tokens(text: str) -> list[str]:
     return TOKEN.findall(text)
 
 
+#: loop sizes for nested and endless loops: small, over the iteration limit when nested, huge
+LOOP_SIZES = [10, 3000, 30000, 10**6, 10**9]
+
+
+def loop_statement(rng: random.Random) -> str:
+    """A loop nest that must be refused at once (over the iteration or memory budget), stopped
+    in seconds (endless), or run (small): issue 32's `for (i in 1:30000) for (j in 1:30000)`."""
+    a, b, c = (rng.choice(LOOP_SIZES) for _ in range(3))
+    # a single loop of 10^6 in the model block is a legitimately slow model (seconds a
+    # gradient), not a runaway: those run small or past the limit
+    n = rng.choice([10, 3000, 10**9])
+    return rng.choice([
+        f"{{ real zz = 0; for (i in 1:{a}) for (j in 1:{b}) zz += i * j; }}",
+        f"{{ real zz = 0; for (i in 1:{a}) {{ for (j in 1:{b}) {{ for (k in 1:{c}) zz += 1; }} }}"
+        " }",
+        f"{{ real zz = 0; for (i in 1:{n}) zz = zz / 2 + i; }}",
+        f"{{ vector[{a}] v = rep_vector(1, {a}); real zz = 0; for (j in 1:{b}) zz += sum(v); }}",
+        "{ real zz = 0; while (1) zz += 1; }",
+        f"{{ real zz = 0; while (zz < {n}) zz += 1; }}",
+        f"{{ int k = 0; while (1) {{ k += 1; if (k > {n}) break; }} }}",
+    ])  # fmt: skip
+
+
 def mutate_model(text: str, rng: random.Random, n: int) -> str | bytes:
     """`n` token mutations, sometimes a structural blow-up, sometimes an encoding change."""
     toks = tokens(text)
@@ -92,7 +119,7 @@ def mutate_model(text: str, rng: random.Random, n: int) -> str | bytes:
         if not toks:
             break
         i = rng.randrange(len(toks))
-        op = rng.randrange(8)
+        op = rng.randrange(9)
         if op == 0:
             del toks[i]
         elif op == 1:
@@ -117,6 +144,10 @@ def mutate_model(text: str, rng: random.Random, n: int) -> str | bytes:
                 else:
                     chain = "real zz = " + "0 ? 1 : " * depth + "2; "
                 toks.insert(model + 2, " " + chain)
+        elif op == 7:
+            model = max((k for k, t in enumerate(toks) if t == "model"), default=None)
+            if model is not None and model + 2 < len(toks):
+                toks.insert(model + 2, " " + loop_statement(rng) + " ")
         else:
             toks.insert(i, rng.choice(POOL))
     out = "".join(toks)
@@ -229,8 +260,8 @@ def run_case(argv: list[str], out_path: Path, memory_bytes: int, cpu_seconds: fl
 
 
 def classify(status: int | None, text: str, argv: list[str]) -> str:
-    if status is None:
-        return "timeout"
+    if status is None:  # killed at 5x the CPU limit of wall time: a hang, or a loaded machine
+        return "timeout (wall)"
     if "out of memory" in text or "MemoryError" in text:
         return "over memory"
     if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXCPU:
@@ -259,18 +290,30 @@ def main() -> None:
     parser.add_argument("--cases", type=int, default=10000)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--timeout", type=float, default=20.0,
-                        help="CPU seconds of a case (RLIMIT_CPU); wall time is allowed 5x that")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=20.0,
+        help="CPU seconds of a case (RLIMIT_CPU); wall time is allowed 5x that",
+    )
     parser.add_argument("--memory-gb", type=float, default=1.5, help="RLIMIT_AS of each case")
     parser.add_argument("--show", type=int, default=3, help="cases shown per bad outcome")
+    parser.add_argument("--sigint", type=int, default=0,
+                        help="also this many SIGINT trials: `ppl fit` started as a command, "
+                        "interrupted at a random time")  # fmt: skip
+    parser.add_argument("--sigint-max-delay", type=float, default=4.0,
+                        help="the trials' delays are uniform on [0, this] seconds")  # fmt: skip
     args = parser.parse_args()
+    if args.cases == 0 and args.sigint:
+        sigint_trials(args.sigint, args.sigint_max_delay, args.jobs, args.seed)
+        return
     import ppl.cli  # noqa: F401 - imported once, before the forks
     import ppl.pipeline  # noqa: F401
 
     rng = random.Random(args.seed)
     counts: Counter = Counter()
     unlocated = 0
-    peak_rss_mb, over_1gb = 0.0, 0
+    peak_rss_mb, over_1gb, over_30s = 0.0, 0, 0
     examples: dict[str, list[str]] = {}
     memory = int(args.memory_gb * 2**30)
     start = time.perf_counter()
@@ -295,6 +338,8 @@ def main() -> None:
                     _, _, usage = os.wait4(pid, 0)
                     status = None
                 del running[pid]
+                wall = time.monotonic() - began
+                over_30s += wall > 30
                 rss_mb = usage.ru_maxrss / 1024  # kilobytes on Linux
                 peak_rss_mb = max(peak_rss_mb, rss_mb)
                 over_1gb += rss_mb > 1000
@@ -304,11 +349,14 @@ def main() -> None:
                 if outcome == "user error" and not located(text, argv):
                     unlocated += 1
                     outcome = "unlocated"
-                if outcome not in ("ok", "user error"):
-                    shown = examples.setdefault(outcome, [])
+                if outcome not in ("ok", "user error") or wall > 30:
+                    late = outcome in ("ok", "user error")
+                    shown = examples.setdefault("over 30 s" if late else outcome, [])
                     if len(shown) < args.show:
                         source = Path(argv[1]).read_bytes()[:300] if Path(argv[1]).exists() else b""
-                        shown.append(f"{' '.join(argv)}\n      {text.strip()[-400:]}\n"
+                        cpu = usage.ru_utime + usage.ru_stime
+                        shown.append(f"{' '.join(argv)} ({wall:.0f} s, {cpu:.0f} s CPU)\n"
+                                     f"      {text.strip()[-400:]}\n"
                                      f"      model: {source!r}")  # fmt: skip
                 for path in workdir.glob(f"c{index}[._]*"):
                     path.unlink()
@@ -321,16 +369,108 @@ def main() -> None:
     print()
     print(f"{'outcome':<16}{'cases':>8}")
     print("-" * 24)
-    for outcome in ("ok", "user error", "internal error", "timeout", "over memory"):
+    for outcome in ("ok", "user error", "internal error", "timeout", "timeout (wall)",
+                    "over memory"):  # fmt: skip
         print(f"{outcome:<16}{counts.pop(outcome, 0):>8}")
     for outcome, n in sorted(counts.items()):
         print(f"{outcome:<16}{n:>8}")
     print(f"{'(unlocated)':<16}{unlocated:>8}  user errors naming no file")
     print(f"{'(over 1 GB RSS)':<16}{over_1gb:>8}  largest peak RSS of a case: {peak_rss_mb:.0f} MB")
+    print(f"{'(over 30 s)':<16}{over_30s:>8}  cases that took more than 30 s of wall time")
     for outcome, shown in examples.items():
         print(f"\n{outcome}:")
         for line in shown:
             print(f"  {line}")
+    if args.sigint:
+        print()
+        sigint_trials(args.sigint, args.sigint_max_delay, args.jobs, args.seed)
+
+
+def _command() -> list[str]:
+    """`ppl` as a user starts it: the console script beside this Python, else `-m ppl.cli`."""
+    script = Path(sys.executable).with_name("ppl")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "ppl.cli"]
+
+
+def _sigint_argv(rng: random.Random, out: Path) -> list[str]:
+    model, data = rng.choice(EXAMPLES)
+    argv = [*_command(), "fit", str(ROOT / model), *(str(ROOT / d) for d in data), "--quiet",
+            "--output", str(out)]  # fmt: skip
+    if rng.random() < 0.5:
+        argv += ["--method", rng.choice(["advi", "fullrank", "meanfield", "auto"])]
+    if rng.random() < 0.2:
+        argv += ["--checkpoint", str(out) + ".ckpt"]
+    return argv
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _sigint_outcome(p, finished_first: bool, err: str) -> str:
+    if finished_first:
+        return "finished before the signal"
+    if "Traceback" in err:  # in ppl's code, or in Python's start before any of it runs
+        frames = re.findall(r'File "([^"]+)"', err)
+        ours = [f for f in frames if "/ppl/" in f and not f.endswith("/bin/ppl")]
+        return "traceback (ppl)" if ours else "traceback (Python's start)"
+    if p.returncode == 0:
+        return "lost (exit 0)"
+    if "stopped:" in err:  # --checkpoint: stopped after an iteration, checkpoint written
+        return f"stopped (exit {p.returncode})"
+    return "interrupted (130)" if p.returncode == 130 else f"exit {p.returncode}"
+
+
+def sigint_trials(n: int, max_delay: float, jobs: int, seed: int) -> Counter:
+    """`ppl fit` on the examples, SIGINT at a uniform random time in [0, max_delay] s; a trial
+    whose fit ended before the signal does not count. Lost: exit 0 after the signal."""
+    import subprocess
+
+    rng = random.Random(seed + 1)
+    counts: Counter = Counter()
+    shown: list[str] = []
+    delays: dict[str, list[float]] = {}  # each outcome's delays after the start
+    start = time.perf_counter()
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    with tempfile.TemporaryDirectory(prefix="ppl-sigint-") as tmp:
+        running: list = []
+        made = 0
+        while made < n or running:
+            while made < n and len(running) < jobs:
+                argv = _sigint_argv(rng, Path(tmp) / f"o{made}")
+                # SIGINT as a terminal gives it: a background job of a script inherits it
+                # ignored (SIG_IGN), and a command that ignores Ctrl-C cannot be tested
+                p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     env=env, preexec_fn=_default_sigint)  # fmt: skip
+                began = time.monotonic()
+                running.append([p, began + rng.uniform(0, max_delay), None, argv, began])
+                made += 1
+            time.sleep(0.002)
+            for trial in list(running):
+                p, when, sent, argv, began = trial
+                if sent is None and time.monotonic() >= when:
+                    trial[2] = p.poll() is not None  # ended before the signal
+                    if not trial[2]:
+                        p.send_signal(signal.SIGINT)
+                if trial[2] is None or p.poll() is None:
+                    continue
+                running.remove(trial)
+                err = p.stderr.read().decode(errors="replace")
+                outcome = _sigint_outcome(p, trial[2], err)
+                counts[outcome] += 1
+                delays.setdefault(outcome, []).append(when - began)
+                if outcome not in ("interrupted (130)", "finished before the signal"):
+                    if len(shown) < 5:
+                        shown.append(f"{outcome}: {' '.join(argv[1:])}\n      {err[-300:]}")
+    seconds = time.perf_counter() - start
+    print(f"{n} SIGINT trials, delays uniform on [0, {max_delay:g}] s, {jobs} jobs: "
+          f"{seconds:.0f} s")  # fmt: skip
+    for outcome, k in counts.most_common():
+        d = delays[outcome]
+        print(f"  {outcome:<28}{k:>6}   delays {min(d):.2f} to {max(d):.2f} s")
+    for line in shown:
+        print(f"  {line}")
+    return counts
 
 
 if __name__ == "__main__":

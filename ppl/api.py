@@ -10,7 +10,9 @@ for the same seed, the same messages (every user error raises ppl.PplError)."""
 
 from __future__ import annotations
 
+import functools
 import os
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from ppl.data.specs import data_specs
 from ppl.diagnostics.verdict import warn_unreliable
 from ppl.errors import PplError
 from ppl.language.frontend import load_model, model_from_text
+from ppl.limits import ResourceLimit, interrupts_noted
 from ppl.methods import DEFAULTS, FitResult
 from ppl.outputs.files import write_outputs
 from ppl.outputs.report import (
@@ -35,6 +38,39 @@ from ppl.outputs.summary import SUMMARY_HEADER, fit_summary, format_table
 from ppl.pipeline import check_finite_result
 from ppl.pipeline import fit as run_fit
 from ppl.runtime.compiler import CompiledModel
+
+
+def user_errors(method):
+    """The API's contract on a public method: every user error a ppl.PplError (a model nested too
+    deeply, a size no check foresaw), numpy's and autograd's warnings kept from the user (ppl's
+    own, PplWarning, as the caller's filters say), and a Ctrl-C never lost
+    (ppl.limits.interrupts_noted)."""
+
+    @functools.wraps(method)
+    def wrapped(*args, **kwargs):
+        try:
+            with interrupts_noted(), warnings.catch_warnings():
+                # numpy's overflow and invalid-value warnings, autograd's: not for the user;
+                # ppl's own warnings (PplWarning) keep the caller's filters
+                warnings.filterwarnings("ignore", category=RuntimeWarning)
+                warnings.filterwarnings("ignore", message="Output seems independent of input")
+                return method(*args, **kwargs)
+        except RecursionError:
+            from ppl.language.parser import TOO_DEEP
+
+            where = getattr(args[0], "filename", None) if args else None
+            if method.__name__ == "__init__":
+                where = args[2] if len(args) > 2 else kwargs.get("filename", "<model>")
+            elif method.__name__ == "from_file":
+                where = str(args[1] if len(args) > 1 else kwargs.get("path"))
+            raise PplError(f"{where}: {TOO_DEEP}" if where else TOO_DEEP) from None
+        except MemoryError:
+            raise ResourceLimit(
+                "out of memory: the model, data or options need more memory than the machine "
+                "has; reduce the sizes or draws"
+            ) from None
+
+    return wrapped
 
 
 def _sources(data) -> tuple[list[str], list]:
@@ -66,12 +102,14 @@ def _sources(data) -> tuple[list[str], list]:
 class Model:
     """A checked model; compiled once, fitted to any number of datasets."""
 
+    @user_errors
     def __init__(self, code: str, filename: str = "<model>") -> None:
         self.checked = model_from_text(code, filename)
         self.filename = filename
         self._specs = data_specs(self.checked)
 
     @classmethod
+    @user_errors
     def from_file(cls, path: str | os.PathLike) -> Model:
         model = cls.__new__(cls)
         model.checked = load_model(str(path))
@@ -83,16 +121,19 @@ class Model:
         data = ", ".join(s.name for s in self._specs) or "none"
         return f"ppl.Model({self.filename!r}; data: {data})"
 
+    @user_errors
     def data(self, data=None, sets: dict[str, str] | None = None) -> dict[str, np.ndarray]:
         """The data block's values from `data`, checked as `ppl fit` checks its files."""
         labels, opened = _sources(data)
         return load_data(self._specs, labels, sets or {}, opened=opened)
 
+    @user_errors
     def compile(self, data=None, *, sets: dict[str, str] | None = None,
                 seed: int = DEFAULTS["seed"]) -> CompiledModel:  # fmt: skip
         """The log joint on `data` (transformed data run once with `seed`)."""
         return CompiledModel(self.checked, self.data(data, sets), seed)
 
+    @user_errors
     def fit(self, data=None, *, method: str = DEFAULTS["method"], seed: int = DEFAULTS["seed"],
             draws: int = DEFAULTS["draws"], iterations: int = DEFAULTS["iterations"],
             tol_rel_obj: float = DEFAULTS["tol_rel_obj"], psis: bool = False,
@@ -108,6 +149,7 @@ class Model:
                           tol_rel_obj=tol_rel_obj, **options)  # fmt: skip
         return self.fitted(result, data=labels, iterations=iterations, psis=psis)
 
+    @user_errors
     def run(self, compiled: CompiledModel, *, method: str = DEFAULTS["method"],
             **options) -> FitResult:  # fmt: skip
         """The fit of `compiled` (this model on data: compile(); or on a sample of the rows,
@@ -115,6 +157,7 @@ class Model:
         Model.fit and `ppl fit`. `options`: ppl.pipeline.fit's."""
         return run_fit(compiled, method, **options)
 
+    @user_errors
     def fitted(self, result: FitResult, *, data: list[str], iterations: int = DEFAULTS[
             "iterations"], psis: bool = False, engine: str = "embedded") -> Fit:  # fmt: skip
         """`result` checked (refused when it produced nothing usable, marked not converged when

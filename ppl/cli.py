@@ -2,20 +2,37 @@
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import os
+import signal
 import sys
-import time
-import warnings
 
-import numpy as np
+#: A Ctrl-C while the command starts (its imports take half a second) is noted here, not a
+#: traceback; main() then exits 130. Python's own handler is back once the module is loaded.
+_EARLY_INTERRUPT: list[int] = []
 
-from ppl import __version__
-from ppl.errors import FitError, PplError
-from ppl.inference.checkpoint import Interrupted
-from ppl.limits import LIMITS, Limits
-from ppl.methods import DEFAULTS, METHODS, FitOptions
+
+def _early_interrupt(signum, frame) -> None:
+    _EARLY_INTERRUPT.append(signum)
+
+
+if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    try:
+        signal.signal(signal.SIGINT, _early_interrupt)
+    except ValueError:  # not the main thread: leave it
+        pass
+
+import argparse  # noqa: E402 - after the early Ctrl-C handler
+import contextlib  # noqa: E402
+import os  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from ppl import __version__  # noqa: E402
+from ppl.errors import FitError, PplError  # noqa: E402
+from ppl.inference.checkpoint import Interrupted  # noqa: E402
+from ppl.limits import LIMITS, Limits, interrupts_noted  # noqa: E402
+from ppl.methods import DEFAULTS, METHODS, FitOptions  # noqa: E402
 
 #: Longest line of a message printed as it is; longer ones (a 10^7-character source line) are cut.
 MESSAGE_LINE = 300
@@ -615,6 +632,28 @@ def cmd_plot(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    start = time.perf_counter()
+    try:
+        with interrupts_noted(replacing=_early_interrupt):  # no Ctrl-C lost (ppl.limits)
+            if _EARLY_INTERRUPT:
+                raise KeyboardInterrupt
+            return _main(argv, start)
+    except KeyboardInterrupt:
+        return _interrupted(start)
+    finally:
+        _EARLY_INTERRUPT.clear()
+
+
+def _interrupted(start: float) -> int:
+    output = sys.modules.get("ppl.outputs.files")
+    done = list(getattr(output, "written_paths", []))
+    what = (f"the output files were written whole ({', '.join(str(p) for p in done)})"
+            if done else "nothing was written")  # fmt: skip
+    print(f"\ninterrupted after {time.perf_counter() - start:.1f} s; {what}", file=sys.stderr)
+    return 130
+
+
+def _main(argv: list[str] | None, start: float) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in SUBCOMMANDS:
@@ -623,7 +662,6 @@ def main(argv: list[str] | None = None) -> int:
         args.command = argv[0]
     else:
         args = parser.parse_args(argv)
-    start = time.perf_counter()
     try:
         _validate_options(args)
         handler = {"fit": cmd_fit, "ir": cmd_ir, "check": cmd_check, "plot": cmd_plot}[args.command]
@@ -645,13 +683,6 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `ppl fit ... | head`: the reader left; not an error of ours
         sys.stderr.close()
         return 0
-    except KeyboardInterrupt:
-        output = sys.modules.get("ppl.outputs.files")
-        done = list(getattr(output, "written_paths", []))
-        what = (f"the output files were written whole ({', '.join(str(p) for p in done)})"
-                if done else "nothing was written")  # fmt: skip
-        print(f"\ninterrupted after {time.perf_counter() - start:.1f} s; {what}", file=sys.stderr)
-        return 130
     except RecursionError:
         from ppl.language.parser import TOO_DEEP
 
@@ -672,6 +703,13 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+
+
+_COMMAND = __name__ == "__main__" or os.path.basename(sys.argv[0] if sys.argv else "") == "ppl"
+if signal.getsignal(signal.SIGINT) is _early_interrupt and not _COMMAND:
+    # imported, not the command: Python's handler is back (the command's main() replaces the
+    # early handler with its own, so that no Ctrl-C falls between the two)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -26,6 +26,8 @@ def _field_count(row: str | list[str]) -> int:
     return len(row)
 
 
+#: Stan's largest int: a column index past it is no index (a plain, unknown column name)
+INT_MAX = 2**31 - 1
 _DOTTED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)((?:\.[0-9]+)+)")
 _BRACKET = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\[\s*([0-9]+(?:\s*,\s*[0-9]+)*)\s*\]")
 _MISSING_WORDS = {"na", "n/a", "null", "none", "nil", "missing", "."}
@@ -39,7 +41,7 @@ def split_column_name(name: str) -> tuple[str, tuple[int, ...]]:
     else:
         m = _BRACKET.fullmatch(name)
         idx = tuple(int(p) for p in m.group(2).split(",")) if m else ()
-    if m and all(i >= 1 for i in idx):
+    if m and all(1 <= i <= INT_MAX for i in idx):  # X.99999999999999999999: no index of Stan's
         return m.group(1), idx
     return name, ()
 

@@ -4,6 +4,8 @@ name one of its elements in a message."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from ppl.data.declaration import INT64_MAX, DataSpec
@@ -17,6 +19,14 @@ def parse_float(text: str) -> float | None:
         return float(text)
     except ValueError:
         return None
+
+
+#: a number as Stan writes one (ASCII digits; no `1_0`, no other scripts' digits, which Python's
+#: int() and float() accept), or inf / nan as CmdStan's data reader takes them
+STAN_NUMBER = re.compile(
+    r"[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)",
+    re.IGNORECASE,
+)
 
 
 class Source:
@@ -76,6 +86,11 @@ class SetSource(ScalarSource):
         self.label, self.name, self.text = "--set", spec.name, text
         stripped = text.strip()
         value: int | float | None = None
+        if stripped and not STAN_NUMBER.fullmatch(stripped):
+            raise DataError(
+                f"--set {spec.name}={text}: {cell_text(stripped)} is not a number as Stan writes "
+                "one (digits 0-9, a decimal point, an exponent such as 1e3)"
+            )
         if spec.elem == "int":
             try:
                 value = int(stripped)

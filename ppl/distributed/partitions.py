@@ -164,16 +164,20 @@ class PartitionedData:
         return out
 
 
-def gather(client, futures):
+def gather(client, futures, files: list[str] | None = None):
     """client.gather, with a data error raised on a worker told as it is and anything else
-    (an unreadable file, a lost cluster) told in one line."""
+    (an unreadable file, a lost cluster) told in one line, naming the files read."""
     try:
         return client.gather(futures)
     except PplError:
         raise
     except Exception as e:  # noqa: BLE001 - pandas, pyarrow, distributed: say what and where
+        lines = [line for line in str(e).splitlines() if line.strip()]  # a binary file's: none
+        first = f"{type(e).__name__}: {lines[0][:300]}" if lines else type(e).__name__
+        where = f"{files[0]}{f' (or another of the {len(files)} files)' if len(files) > 1 else ''}"
         raise DataError(
-            f"--engine dask: {type(e).__name__}: {str(e).splitlines()[0][:300]}"
+            f"--engine dask: {where if files else 'a task'} could not be read or converted: "
+            f"{first}{' (a binary file?)' if isinstance(e, UnicodeError) else ''}"
         ) from None
 
 
@@ -213,7 +217,7 @@ def read_partitions(
         [convert(piece, path, source, model_path, others, sets, (files[0], header))
          for piece, path in zip(pieces, files, strict=True)]
     )  # fmt: skip
-    lengths = np.array(gather(client, client.map(_rows_in, parts, name=row_vars[0])))
+    lengths = np.array(gather(client, client.map(_rows_in, parts, name=row_vars[0]), files))
     total = int(lengths.sum())
     if total == 0:
         raise DataError(f"--engine dask: the {len(files)} files have a header but no rows")

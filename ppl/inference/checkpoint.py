@@ -25,6 +25,7 @@ import hmac
 import os
 import pickle
 import signal
+import stat
 import threading
 import time
 from collections.abc import Iterator
@@ -35,6 +36,7 @@ from typing import Any, Protocol
 
 from ppl import safefiles
 from ppl.errors import PplError
+from ppl.limits import LIMITS, not_regular, note_interrupt
 
 FORMAT = "ppl-checkpoint/2"
 #: The file starts with this line, then the HMAC-SHA256 of the pickle under the user's key.
@@ -209,14 +211,19 @@ def sign(data: bytes) -> bytes:
 
 def read_payload(path: Path) -> Any:
     """The unpickled checkpoint, unpickled only when its signature is this user's."""
+    digest_end = len(MAGIC) + hashlib.sha256().digest_size
+    why = not_regular(str(path))  # /dev/zero, a FIFO: refused before a byte is read
+    if why:
+        raise CheckpointError(f"--resume {why}")
     try:
-        with open(path, "rb") as f:
-            blob = f.read()
+        with open(path, "rb") as f:  # the header first: another file is refused unread
+            blob = f.read(digest_end)
+            if blob.startswith(MAGIC) and len(blob) == digest_end:
+                blob += f.read(LIMITS.max_bytes + 1)
     except FileNotFoundError:
         raise CheckpointError(f"--resume {path}: no such checkpoint file") from None
     except OSError as e:
         raise CheckpointError(f"--resume {path}: cannot read it ({e.strerror})") from None
-    digest_end = len(MAGIC) + hashlib.sha256().digest_size
     if not blob.startswith(MAGIC) or len(blob) < digest_end:
         raise CheckpointError(f"--resume {path}: not a ppl checkpoint of format {FORMAT}")
     data = blob[digest_end:]
@@ -255,6 +262,8 @@ def file_fingerprint(path: str) -> str:
     """Content hash for files up to HASHED_BYTES, else size and modification time."""
     try:
         st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):  # a device or a pipe: never read to its end
+            return "not a regular file"
         if st.st_size > HASHED_BYTES:
             return f"{st.st_size} bytes, mtime {st.st_mtime_ns}"
         digest = hashlib.sha256()
@@ -278,6 +287,7 @@ def stop_on_signals(checkpointer: Checkpointer) -> Iterator[None]:
 
     def handler(signum, frame):
         if checkpointer.stop_signal is not None or checkpointer.between_loops:
+            note_interrupt(signum)  # kept until polled, should autograd swallow the raise
             raise KeyboardInterrupt  # a second signal, or no loop to stop after an iteration
         checkpointer.stop_signal = signum
 

@@ -29,6 +29,10 @@ BLOCKS = (
 DIST_SUFFIXES = ("_lpdf", "_lpmf", "_lupdf", "_lupmf", "_log", "_rng")
 
 
+#: a cholesky_factor_cov[M, N] has M >= N (Stan's check_cholesky_factor)
+CHOLESKY_ROWS = "cholesky_factor_cov[M, N] needs M >= N, got M = {} and N = {}"
+
+
 @dataclass
 class Symbol:
     name: str
@@ -165,6 +169,10 @@ class Checker:
             t = self.expr(size)
             if not (t.is_int and t.is_scalar):
                 raise self.error(size, f"the size of '{d.name}' must be an integer, not {t}")
+        rows_cols = [getattr(e, "value", None) for e in spec.sizes]
+        if spec.kind == "cholesky_factor_cov" and len(rows_cols) == 2 and None not in rows_cols:
+            if rows_cols[0] < rows_cols[1]:  # Stan's rule; sizes from data: ppl.runtime
+                raise self.error(spec.sizes[0], CHOLESKY_ROWS.format(*rows_cols))
         for bname, bexpr in spec.bounds.items():
             t = self.expr(bexpr)
             if t.ndim and bname in ("lower", "upper"):

@@ -37,6 +37,7 @@ from ppl.library.function_registry import (
     register,
     type_axes,
 )
+from ppl.limits import INT_RANGE
 
 # ---- type rules ----------------------------------------------------------------------------------
 
@@ -417,7 +418,12 @@ register("to_matrix", lambda t: MATRIX, _to_matrix, size_args=(1, 2), nargs=(1, 
 
 
 def _to_int(args, types):
-    return np.trunc(args[0]).astype(int) if hasattr(args[0], "astype") else int(args[0])
+    x = args[0]
+    values = onp.asarray(getattr(x, "_value", x), dtype=float)
+    inside = (values >= INT_RANGE[0]) & (values <= INT_RANGE[1])  # NaN is outside too
+    if not inside.all():
+        raise ValueError(f"{values[~inside].ravel()[0]:g} is outside Stan's int range {INT_RANGE}")
+    return np.trunc(x).astype(int) if hasattr(x, "astype") else int(x)
 
 
 register("to_int", lambda t: t[0].with_base("int"), _to_int, nargs=(1,))

@@ -34,6 +34,13 @@ from ppl.runtime.values import ElementList
 ROW_BUDGET = 4_000_000
 
 
+#: types whose values transformed data must satisfy (Stan's check_simplex, check_ordered, ...)
+_CONSTRAINED = (
+    "simplex", "ordered", "positive_ordered", "unit_vector", "sum_to_zero_vector", "cov_matrix",
+    "corr_matrix", "cholesky_factor_cov", "cholesky_factor_corr",
+)  # fmt: skip
+
+
 @dataclass
 class Latent:
     """A parameter-block variable and where it lives in the unconstrained vector."""
@@ -109,6 +116,7 @@ class CompiledModel:
             if v is not None:
                 self.data[name] = _without_unit_batch(v, checked.symbols[name].stype)
         self._check_bounds_block(self.program.transformed_data, "transformed data")
+        self._check_constrained_transformed_data()
         self._check_transformed_data_finite(data)
         self.latents = self._layout()
         self.dim = sum(lat.size for lat in self.latents)
@@ -151,6 +159,24 @@ class CompiledModel:
                     s, f"transformed data '{s.name}' has NaN values (a cholesky_decompose of a "
                     "matrix that is not positive definite, 0 / 0, the log of a negative "
                     "number ...)")  # fmt: skip
+
+    def _check_constrained_transformed_data(self) -> None:
+        """Transformed data of a constrained type (simplex, ordered, cov_matrix, ...) must satisfy
+        it, as Stan checks at the end of the block and as data of these types are checked."""
+        for s in self.program.transformed_data:
+            if not isinstance(s, ast.Decl) or s.spec.kind not in _CONSTRAINED:
+                continue
+            value = np.asarray(getattr(self.data.get(s.name), "_value", self.data.get(s.name)))
+            if value.dtype == object or value.size == 0:
+                continue
+            shape = value.shape[-2:] if s.spec.kind == "cholesky_factor_cov" else None
+            t = make_transform(s.spec.kind, shape=shape)
+            for idx in np.ndindex(*value.shape[: value.ndim - t.core_ndim]):
+                if not t.in_support(value[idx]):
+                    at = f"[{', '.join(str(i + 1) for i in idx)}]" if idx else ""
+                    raise self._decl_error(
+                        s, f"transformed data '{s.name}{at}' is not a valid {s.spec.kind}; Stan "
+                        "checks constrained transformed data as it checks data")  # fmt: skip
 
     def _check_bounds_block(self, stmts, label):
         for s in stmts:
@@ -327,6 +353,7 @@ class CompiledModel:
         ev.on_statement = on_statement
         ev.terms = terms
         ev.draws_may_fail = True
+        ev.draws_hint = int(zeta.shape[0])  # a vectorised loop's batch is its rows times these
         log_jac = self._constrain(zeta, env, ev, binary=binary or terms is not None)
         ev.run(self.program.transformed_parameters)
         if with_model:

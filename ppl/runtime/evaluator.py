@@ -11,17 +11,26 @@ ppl.runtime.expressions (with operators, densities and fused kernels).
 
 from __future__ import annotations
 
+import time
+
 import autograd.numpy as np
 import numpy as onp
 
 from ppl.errors import ModelError
 from ppl.language import ast
-from ppl.language.checker import split_dist_call
+from ppl.language.checker import CHOLESKY_ROWS, split_dist_call
 from ppl.language.parser import format_location
 from ppl.language.types import SType, align, align_batch, fast_ndim, fast_shape, to_array
 from ppl.library.distributions import get_distribution
 from ppl.library.functions import CONSTANTS, lookup
-from ppl.limits import LIMITS, elements, over_budget
+from ppl.limits import (
+    ITERATIONS_PER_SECOND,
+    LIMITS,
+    elements,
+    loop_seconds,
+    over_budget,
+    poll_interrupt,
+)
 from ppl.runtime.densities import call_site_density
 from ppl.runtime.expressions import expr_fn
 from ppl.runtime.operators import binop_fn
@@ -71,6 +80,9 @@ class Evaluator:
         # (declaration, elementwise log-Jacobian) for every latent (BBVI's Markov blankets)
         self.terms: list | None = None
         self.loop_budget = LIMITS.max_loop_iterations  # element-iterations left (ppl.limits)
+        #: the draws a run evaluates at once, as far as known (a vectorised loop's batch is its
+        #: rows times these: ppl.runtime.loops checks that against the memory budget)
+        self.draws_hint = 1
 
     # ---- errors
     def error(self, node, message: str) -> ModelError:
@@ -81,6 +93,7 @@ class Evaluator:
 
     # ---- statements
     def run(self, stmts: list[ast.Stmt]) -> None:
+        poll_interrupt()  # a Ctrl-C that autograd swallowed ends the fit here (ppl.limits)
         for s in stmts:
             stmt_fn(s)(self)
 
@@ -140,6 +153,33 @@ class Evaluator:
                 "the loop is meant to run this long",
             )
 
+    def check_loop_work(self, s: ast.Stmt, iterations: int) -> None:
+        """Refuse a loop whose nested loops would go past --max-loop-iterations, before any of
+        them runs (the budget is charged as each runs)."""
+        if iterations > self.loop_budget:
+            raise self.error(
+                s,
+                f"this loop and the loops in it would run {iterations:,} iterations, past the "
+                f"limit of {LIMITS.max_loop_iterations:,} loop iterations in one run of the "
+                "block; raise it with --max-loop-iterations N if the loops are meant to run this "
+                "long",
+            )
+
+    def check_time(self, s: ast.Stmt, start: float) -> None:
+        """A loop running since `start` past the time budget of --max-loop-iterations is refused
+        (`while (1)` in seconds, not minutes); a Ctrl-C noted meanwhile ends the run."""
+        poll_interrupt()
+        seconds = time.monotonic() - start
+        if seconds > loop_seconds():
+            raise self.error(
+                s,
+                f"this loop has run for {seconds:.1f} s, past the time budget of "
+                f"{loop_seconds():.3g} s that goes with the limit of "
+                f"{LIMITS.max_loop_iterations:,} loop iterations (one second per "
+                f"{ITERATIONS_PER_SECOND:,}); raise it with --max-loop-iterations N if the loop "
+                "is meant to run this long",
+            )
+
     def shape_of(self, spec: ast.TypeSpec, name: str = "") -> tuple[int, ...]:
         dims = [self.int_value(self.expr(e), e) for e in spec.array_sizes]
         sizes = [self.int_value(self.expr(e), e) for e in spec.sizes]
@@ -150,6 +190,8 @@ class Evaluator:
         for e, n in zip(spec.array_sizes + spec.sizes, dims + sizes, strict=False):
             if n < 0:
                 raise self.error(e, f"a size must not be negative, got {n}")
+        if spec.kind == "cholesky_factor_cov" and len(sizes) == 2 and sizes[0] < sizes[1]:
+            raise self.error(spec.sizes[0], CHOLESKY_ROWS.format(*sizes))
         if spec.kind in _NONEMPTY_KINDS and sizes and sizes[0] < 1:
             message = f"a {spec.kind} needs at least 1 element, got {sizes[0]}"
             raise self.error(spec.sizes[0], message)

@@ -5,6 +5,8 @@ values kept (ppl.runtime.loop_memos)."""
 from __future__ import annotations
 
 import math
+import operator
+import time
 
 import numpy as onp
 
@@ -46,13 +48,22 @@ def compile_for(s: ast.For, stmt_fn):
     jumps = _has_jump(s.body)
     local_types = _local_type_ndims(s.body)
     vectorise = s.marks is not None and s.marks.vectorise  # ppl.ir.passes.loop_vectorisation
+    nested = _nested_loops(s.body, _assigned_names(s.body) | {s.var})
 
     def run(ev):
         lo = ev.int_value(lo_fn(ev), s.lo)
         hi = ev.int_value(hi_fn(ev), s.hi)
         if hi < lo:
             return
-        ev.charge_loop(s, (hi - lo + 1) * math.prod(ev._outer_counts or (1,)))
+        # the rows of the enclosing vectorised loops: each of their rows runs this loop
+        around = math.prod(ev._outer_counts or (1,)) * (
+            len(ev._loop_rows) if ev.in_vector_loop and ev._loop_rows is not None else 1
+        )
+        if nested:  # the loops inside, counted before any runs (`for i ... for j ...`)
+            inner = _count(nested, ev.env)
+            if inner:
+                ev.check_loop_work(s, (hi - lo + 1) * around * inner)
+        ev.charge_loop(s, (hi - lo + 1) * around)
         env = ev.env
         if (
             ev.vectorise
@@ -60,10 +71,10 @@ def compile_for(s: ast.For, stmt_fn):
             and s not in ev.devectorised
             and hi - lo >= 1
             and vectorise
+            # the batch a vectorised run allocates: its rows times those around it; over the
+            # memory budget, the loop runs one index at a time instead
+            and not over_budget("rows", (hi - lo + 1) * around * ev.draws_hint)
         ):
-            over = over_budget(f"the {hi - lo + 1} row indexes of this loop", hi - lo + 1)
-            if over:
-                raise ev.error(s, over)
             _run_vectorised(ev, s, body, np_rows=onp.arange(lo, hi + 1), types=local_types)
             return
         env[var] = lo
@@ -84,9 +95,12 @@ def _run_sequential(ev, s: ast.For, body, lo: int, hi: int, jumps: bool, n: int)
     """The loop one index at a time (its index already in env, `n` names in env)."""
     env = ev.env
     var = s.var
+    start = time.monotonic()
     if jumps:
         for i in range(lo, hi + 1):
             env[var] = i
+            if not i & 255:
+                ev.check_time(s, start)
             try:
                 body(ev)
             except LoopBreak:
@@ -99,6 +113,8 @@ def _run_sequential(ev, s: ast.For, body, lo: int, hi: int, jumps: bool, n: int)
     else:
         for i in range(lo, hi + 1):
             env[var] = i
+            if not i & 255:  # every 256 iterations: the time budget, a Ctrl-C (ppl.limits)
+                ev.check_time(s, start)
             body(ev)
             if len(env) != n:
                 trim(env, n)
@@ -150,17 +166,103 @@ def run_foreach(ev, s: ast.ForEach) -> None:
         raise NeedsPerSample()
     n = fast_shape(seq)[b]
     ev.charge_loop(s, n)
+    start = time.monotonic()
     for i in range(n):
+        if i and not i & 255:
+            ev.check_time(s, start)
         ev.env[s.var] = seq[(slice(None),) * b + (i,)]
         if ev._loop_body(s.body):
             break
 
 
 def run_while(ev, s: ast.While) -> None:
+    start = time.monotonic()
+    k = 0
     while ev.truth(ev.expr(s.cond), s.cond):
         ev.charge_loop(s, 1)
+        k += 1
+        if not k & 255:
+            ev.check_time(s, start)
         if ev._loop_body(s.body):
             break
+
+
+_ARITHMETIC = {"+": operator.add, "-": operator.sub, "*": operator.mul}
+
+
+def _assigned_names(body: ast.Stmt) -> set[str]:
+    """Names a loop body declares or assigns (its loop indexes too): a bound naming one of them
+    is not known before the body runs."""
+    names: set[str] = set()
+    stack = [body]
+    while stack:
+        st = stack.pop()
+        if isinstance(st, ast.Decl):
+            names.add(st.name)
+        elif isinstance(st, ast.Assign):
+            lhs = st.lhs
+            while isinstance(lhs, ast.Index):
+                lhs = lhs.base
+            names.add(getattr(lhs, "name", ""))
+        elif isinstance(st, ast.For | ast.ForEach):
+            names.add(st.var)
+            stack.append(st.body)
+        elif isinstance(st, ast.Block):
+            stack.extend(st.stmts)
+        elif isinstance(st, ast.While):
+            stack.append(st.body)
+        elif isinstance(st, ast.If):
+            stack.extend(x for x in (st.then, st.otherwise) if x is not None)
+    return names
+
+
+def _nested_loops(body: ast.Stmt, assigned: set[str]) -> list:
+    """The `for` loops a body runs on every iteration (not under an `if`) whose bounds are known
+    before it runs: [(lo, hi, their nested loops)]."""
+    stmts = body.stmts if isinstance(body, ast.Block) else [body]
+    out = []
+    for st in stmts:
+        if isinstance(st, ast.Block):
+            out += _nested_loops(st, assigned)
+        elif isinstance(st, ast.For) and _static(st.lo, assigned) and _static(st.hi, assigned):
+            out.append((st.lo, st.hi, _nested_loops(st.body, assigned)))
+    return out
+
+
+def _static(e, assigned: set[str]) -> bool:
+    if isinstance(e, ast.Num):
+        return isinstance(e.value, int)
+    if isinstance(e, ast.Var):
+        return e.name not in assigned
+    if isinstance(e, ast.BinOp) and e.op in _ARITHMETIC:
+        return _static(e.left, assigned) and _static(e.right, assigned)
+    return False
+
+
+def _int_of(e, env: dict) -> int | None:
+    if isinstance(e, ast.Num):
+        return e.value
+    if isinstance(e, ast.Var):
+        v = env.get(e.name)
+        if isinstance(v, bool):
+            return None
+        if isinstance(v, int | onp.integer) or (
+            isinstance(v, onp.ndarray) and v.shape == () and v.dtype.kind in "iu"
+        ):
+            return int(v)
+        return None
+    a, b = _int_of(e.left, env), _int_of(e.right, env)
+    return None if a is None or b is None else _ARITHMETIC[e.op](a, b)
+
+
+def _count(loops: list, env: dict) -> int:
+    """The element-iterations of these nested loops, as far as their bounds are known."""
+    total = 0
+    for lo, hi, inner in loops:
+        a, b = _int_of(lo, env), _int_of(hi, env)
+        if a is not None and b is not None and b >= a:
+            total += (b - a + 1) * max(1, _count(inner, env))
+    return total
 
 
 def _private_copy(ev, value, stype: SType, loop: ast.For):

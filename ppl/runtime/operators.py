@@ -10,6 +10,7 @@ import numpy as onp
 
 from ppl.language.types import SType, align
 from ppl.library.functions import matmul
+from ppl.limits import INT_RANGE
 from ppl.runtime.values import raw
 
 _ARITH = {
@@ -125,12 +126,12 @@ def binop_fn(op: str, ta: SType, tb: SType, node):
 
 
 def _int_binop(op, a, b, ev, node):
-    if op == "+":
-        return a + b
-    if op == "-":
-        return a - b
-    if op == "*":
-        return a * b
+    if op in ("+", "-", "*"):
+        r = a + b if op == "+" else a - b if op == "-" else a * b
+        if not INT_RANGE[0] <= r <= INT_RANGE[1]:  # Stan's ints are 32 bits
+            raise ev.error(node, f"integer overflow: {a} {op} {b} = {r} is outside Stan's int "
+                           f"range {INT_RANGE}")  # fmt: skip
+        return r
     if op in ("/", "%/%"):
         if b == 0:
             raise ev.error(node, "integer division by zero")
