@@ -183,14 +183,17 @@ def closed_form(result):
     """ppl.inference.collapse_summary.Exact from the blocks' closed_summaries, or None."""
     from ppl.inference.collapse_summary import PROBS, Exact
 
-    blocks = {b.name: (fam, part) for b, fam, part in result.vi.family._split(result.vi.theta)}
+    split = getattr(result.vi.family, "_split", None)  # a composite family's blocks
+    if split is None:
+        return None
+    blocks = {b.name: (fam, part) for b, fam, part in split(np.asarray(result.vi.theta))}
     columns = []
     for name, arr in result.draws.items():
         arr = np.asarray(arr, dtype=float) if np.asarray(arr).dtype.kind == "f" else None
         size = int(np.prod(np.shape(result.draws[name])[1:], dtype=int))
         fam, part = blocks.get(name, (None, None))
         own = getattr(fam, "closed_summaries", None)
-        if own is None or arr is None or arr.ndim > 2 or size != fam.dim:
+        if own is None or arr is None or arr.ndim > 2 or size != getattr(fam, "dim", -1):
             columns.append((np.zeros(size, dtype=bool), *(np.zeros(size),) * 3,
                             np.zeros((len(PROBS), size))))  # fmt: skip
             continue
