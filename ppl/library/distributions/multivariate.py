@@ -7,6 +7,7 @@ from typing import Any
 import autograd.numpy as np
 import numpy as onp
 
+from ppl.library.cholesky_ops import cholesky, log_diagonal, solve_lower, solve_lower_vector
 from ppl.library.special import betaln, gammaln
 
 from .base import LOG_2, LOG_2PI, LOG_PI, Distribution, batch_shape, raw, safe, where, where_support
@@ -27,22 +28,15 @@ def _usable_factor(L: Any) -> tuple[Any, Any]:
 
 
 def _mvn_cholesky_lp(y: Any, mu: Any, L: Any) -> Any:
+    """log N(y | mu, L L^T), L lower triangular (its upper triangle is not read, as Stan's)."""
     ok, L = _usable_factor(L)
     if not onp.all(ok):
         return where_support(ok, _mvn_cholesky_lp(y, mu, L))
-    """log N(y | mu, L L^T) with everything broadcast to one batch shape first.
-
-    Autograd's ``solve`` does not un-broadcast its gradients, so L and the residual are
-    expanded explicitly (by adding zeros, which autograd does un-broadcast) before solving.
-    """
     diff = y - mu
     K = np.shape(diff)[-1]
-    batch = onp.broadcast_shapes(np.shape(diff)[:-1], np.shape(L)[:-2])
-    L_b = L + onp.zeros(batch + (K, K))
-    diff_b = diff + onp.zeros(batch + (K,))
-    z = np.linalg.solve(L_b, diff_b[..., None])[..., 0]
-    log_diag = np.log(np.sum(L_b * onp.eye(K), axis=-1))
-    return -0.5 * np.sum(z * z, axis=-1) - np.sum(log_diag, axis=-1) - 0.5 * K * LOG_2PI
+    z = solve_lower_vector(L, diff)  # triangular (solve_lower broadcasts and un-broadcasts)
+    log_det = np.sum(log_diagonal(L), axis=-1)
+    return -0.5 * np.sum(z * z, axis=-1) - log_det - 0.5 * K * LOG_2PI
 
 
 def _mvn_draw(rng: onp.random.Generator, mu: onp.ndarray, L: onp.ndarray, size: Any) -> onp.ndarray:
@@ -64,7 +58,7 @@ class MultiNormal(Distribution):
 
     def _log_prob(self, y: Any, mu: Any, Sigma: Any) -> Any:
         try:
-            L = np.linalg.cholesky(Sigma)
+            L = cholesky(Sigma)
         except onp.linalg.LinAlgError:
             # Some covariance is not positive definite: give those batch entries zero density
             # (-inf) and evaluate the rest with the identity standing in for the bad matrices.
@@ -74,7 +68,7 @@ class MultiNormal(Distribution):
                 onp.linalg.cholesky(onp.where(good[..., None, None], S, onp.eye(S.shape[-1])))
             except onp.linalg.LinAlgError:  # eigvalsh and cholesky disagree at the margin
                 good = onp.zeros_like(good)
-            L = np.linalg.cholesky(where(good[..., None, None], Sigma, onp.eye(S.shape[-1])))
+            L = cholesky(where(good[..., None, None], Sigma, onp.eye(S.shape[-1])))
             return where_support(good, _mvn_cholesky_lp(y, mu, L))
         return _mvn_cholesky_lp(y, mu, L)
 
@@ -126,19 +120,12 @@ class Dirichlet(Distribution):
         return g / onp.sum(g, axis=-1, keepdims=True)
 
 
-def _log_diag(L: Any) -> Any:
-    """log of the diagonal of (a batch of) square matrices, on the last axis."""
-    K = np.shape(L)[-1]
-    return np.log(np.sum(L * onp.eye(K), axis=-1))
+_log_diag = log_diagonal
 
 
 def _broadcast_solve(L: Any, diff: Any) -> tuple[Any, Any]:
-    """(L^-1 diff, L), both expanded to one batch shape (autograd's solve cannot un-broadcast)."""
-    K = np.shape(diff)[-1]
-    batch = onp.broadcast_shapes(np.shape(diff)[:-1], np.shape(L)[:-2])
-    L_b = L + onp.zeros(batch + (K, K))
-    diff_b = diff + onp.zeros(batch + (K,))
-    return np.linalg.solve(L_b, diff_b[..., None])[..., 0], L_b
+    """(L^-1 diff, L) by a triangular solve (which broadcasts L and diff's batch axes)."""
+    return solve_lower_vector(L, diff), L
 
 
 def _mvt_cholesky_lp(y: Any, nu: Any, mu: Any, L: Any) -> Any:
@@ -174,7 +161,7 @@ class MultiStudentT(Distribution):
     support = "real"
 
     def _log_prob(self, y: Any, nu: Any, mu: Any, Sigma: Any) -> Any:
-        return _mvt_cholesky_lp(y, nu, mu, np.linalg.cholesky(Sigma))
+        return _mvt_cholesky_lp(y, nu, mu, cholesky(Sigma))
 
     def sample(self, rng, nu: Any, mu: Any, Sigma: Any, size: Any = None) -> Any:
         return _mvt_draw(rng, raw(nu), raw(mu), onp.linalg.cholesky(raw(Sigma)), size)
@@ -207,7 +194,7 @@ class MultiNormalPrec(Distribution):
 
     def _log_prob(self, y: Any, mu: Any, Omega: Any) -> Any:
         # Omega = L L^T: the quadratic form is |L^T (y - mu)|^2 and log|Sigma| = -2 sum log L_kk
-        L = np.linalg.cholesky(Omega)
+        L = cholesky(Omega)
         diff = y - mu
         z = np.matmul(np.swapaxes(L, -1, -2), diff[..., None])[..., 0]
         K = np.shape(diff)[-1]
@@ -242,7 +229,7 @@ class LkjCorr(Distribution):
 
     def _log_prob(self, y: Any, eta: Any) -> Any:
         K = np.shape(y)[-1]
-        logdet = 2.0 * np.sum(_log_diag(np.linalg.cholesky(y)), axis=-1)
+        logdet = 2.0 * np.sum(_log_diag(cholesky(y)), axis=-1)
         return (eta - 1.0) * logdet - lkj_log_normaliser(eta, K)
 
 
@@ -277,18 +264,15 @@ def _log_multigamma(a: Any, K: int) -> Any:
 
 
 def _chol_logdet(S: Any) -> tuple[Any, Any]:
-    L = np.linalg.cholesky(S)
+    L = cholesky(S)
     return L, 2.0 * np.sum(_log_diag(L), axis=-1)
 
 
 def _trace_solve(L: Any, W: Any) -> Any:
-    """tr((L L^T)^-1 W) through two triangular solves written as general solves."""
+    """tr((L L^T)^-1 W) through two triangular solves."""
     K = np.shape(L)[-1]
-    batch = onp.broadcast_shapes(np.shape(L)[:-2], np.shape(W)[:-2])
-    L_b = L + onp.zeros(batch + (K, K))
-    W_b = W + onp.zeros(batch + (K, K))
-    A = np.linalg.solve(L_b, W_b)
-    B = np.linalg.solve(L_b, np.swapaxes(A, -1, -2))
+    A = solve_lower(L, W)
+    B = solve_lower(L, np.swapaxes(A, -1, -2))
     return np.sum(B * onp.eye(K), axis=(-2, -1))
 
 

@@ -1,0 +1,122 @@
+"""Cholesky factors and triangular solves as autograd primitives, batched over leading axes.
+
+numpy runs a batch of factorisations through its own loops (`np.linalg.cholesky` took 2.9 ms
+per 405 x 405 matrix where LAPACK's dpotrf takes 1.0 ms), and the density of a Cholesky factor
+(`multi_normal_cholesky`) solved L z = y with a general LU solve (2.2 ms against 0.03 ms for a
+triangular one); autograd's Cholesky rule then did two more LU solves with n right-hand sides.
+On the GP regression example (a 405 x 405 factor per draw) these were most of the fit's time.
+Here matrices of order LAPACK_FROM and above go one at a time to LAPACK and BLAS (dpotrf,
+dtrsm), smaller ones to numpy's batched routines (a batch of thousands of 3 x 3 factors must not
+be a Python loop). The reverse-mode rules are written in these primitives and autograd's own
+operations, so they can themselves be differentiated (the mode's Hessian takes a gradient of
+the gradient).
+"""
+
+from __future__ import annotations
+
+import autograd.numpy as anp
+import numpy as onp
+from autograd.extend import defvjp, primitive
+
+#: Matrices of this order and above are factorised and solved one per LAPACK/BLAS call.
+LAPACK_FROM = 64
+
+
+def _t(x):
+    return anp.swapaxes(x, -1, -2)
+
+
+def _one_at_a_time(a: onp.ndarray) -> bool:
+    return a.shape[-1] >= LAPACK_FROM and a.dtype == onp.float64
+
+
+@primitive
+def cholesky(a):
+    """The lower Cholesky factor of each matrix on the last two axes (from its lower triangle,
+    as numpy's); onp.linalg.LinAlgError when one is not positive definite."""
+    a = onp.asarray(a)
+    if not _one_at_a_time(a):
+        return onp.linalg.cholesky(a)
+    from scipy.linalg.lapack import dpotrf
+
+    n = a.shape[-1]
+    flat = a.reshape((-1, n, n))
+    out = onp.empty_like(flat)
+    for k, m in enumerate(flat):
+        out[k], info = dpotrf(m, lower=1, clean=1)
+        if info > 0:
+            raise onp.linalg.LinAlgError("Matrix is not positive definite")
+    return out.reshape(a.shape)
+
+
+@primitive
+def solve_lower(L, b, transpose: bool = False):
+    """X with L X = b (or L^T X = b when `transpose`), L lower triangular (its upper triangle is
+    not read) and b a matrix per batch entry (..., n, k); batch axes broadcast."""
+    L, b = onp.asarray(L), onp.asarray(b)
+    batch = onp.broadcast_shapes(L.shape[:-2], b.shape[:-2])
+    if not (_one_at_a_time(L) and b.dtype == onp.float64):
+        tri = onp.tril(L)
+        return onp.linalg.solve(onp.swapaxes(tri, -1, -2) if transpose else tri, b + onp.zeros(
+            batch + b.shape[-2:]))  # fmt: skip
+    from scipy.linalg.blas import dtrsm
+
+    n, k = b.shape[-2:]
+    Ls = onp.broadcast_to(L, batch + (n, n)).reshape((-1, n, n))
+    bs = onp.broadcast_to(b, batch + (n, k)).reshape((-1, n, k))
+    out = onp.empty(bs.shape)
+    for j in range(len(bs)):
+        out[j] = dtrsm(1.0, Ls[j], bs[j], lower=1, trans_a=int(bool(transpose)))
+    return out.reshape(batch + (n, k))
+
+
+def _unbroadcast(x, shape: tuple):
+    """x summed down to `shape` over the leading axes it broadcast along."""
+    extra = anp.ndim(x) - len(shape)
+    if extra > 0:
+        x = anp.sum(x, axis=tuple(range(extra)))
+    axes = tuple(i for i, s in enumerate(shape) if s == 1 and anp.shape(x)[i] != 1)
+    return anp.sum(x, axis=axes, keepdims=True) if axes else x
+
+
+def _solve_vjp_L(X, L, b, transpose=False):
+    def vjp(g):
+        gb = solve_lower(L, g, not transpose)
+        outer = anp.matmul(X, _t(gb)) if transpose else anp.matmul(gb, _t(X))
+        return _unbroadcast(-anp.tril(outer), anp.shape(L))
+
+    return vjp
+
+
+def _solve_vjp_b(X, L, b, transpose=False):
+    return lambda g: _unbroadcast(solve_lower(L, g, not transpose), anp.shape(b))
+
+
+defvjp(solve_lower, _solve_vjp_L, _solve_vjp_b)
+
+
+def _cholesky_vjp(L, a):
+    """Murray (arXiv:1602.07527): A_bar = sym(L^-T Phi(L^T L_bar) L^-1), Phi the lower
+    triangle with its diagonal halved; the two products with L^-1 are triangular solves."""
+
+    def vjp(g):
+        inner = anp.matmul(_t(L), anp.tril(g))
+        phi = anp.tril(inner) - 0.5 * inner * onp.eye(inner.shape[-1])
+        left = solve_lower(L, phi, True)  # L^-T phi
+        S = _t(solve_lower(L, _t(left), True))  # L^-T phi L^-1
+        return 0.5 * (S + _t(S))
+
+    return vjp
+
+
+defvjp(cholesky, _cholesky_vjp)
+
+
+def solve_lower_vector(L, y, transpose: bool = False):
+    """x with L x = y (L^T x = y when `transpose`) for vectors y on the last axis."""
+    return solve_lower(L, y[..., None], transpose)[..., 0]
+
+
+def log_diagonal(L):
+    """log of the diagonal of (a batch of) square matrices, on the last axis."""
+    return anp.log(anp.diagonal(L, axis1=-1, axis2=-2))  # (the axes make_diagonal takes)
