@@ -38,6 +38,7 @@ from ppl.library.function_registry import (
     register,
     type_axes,
 )
+from ppl.library.gp_kernels import exp_quad
 from ppl.limits import INT_RANGE
 
 # ---- type rules ----------------------------------------------------------------------------------
@@ -766,25 +767,22 @@ register("log_softmax", fixed(VECTOR), _log_softmax, nargs=(1,))
 def _gp_exp_quad_cov(args, types):
     """Squared-exponential kernel alpha^2 exp(-|x_i - x_j|^2 / (2 rho^2)) over array points;
     with one length-scale per input dimension (`array[] real rho`, Stan's ARD signature)
-    exp(-sum_d (x_id - x_jd)^2 / (2 rho_d^2))."""
+    exp(-sum_d (x_id - x_jd)^2 / (2 rho_d^2)). The points are scaled by the length-scales and
+    the rest is one primitive (ppl.library.gp_kernels.exp_quad)."""
     x, alpha, rho = args
     tx = types[0]
     x = to_array(x)
+    if tx.kind == "scalar":  # array of reals: points are scalars, one input dimension
+        x = np.reshape(x, fast_shape(x) + (1,))
     if types[2].ndim == 1:  # ARD: scale each input dimension by its own length-scale
-        x, rho = align_batch([x, rho], [2, 1])
+        x, alpha, rho = align_batch([x, alpha, rho], [2, 0, 1])
         shape = fast_shape(rho)
         x = x / np.reshape(rho, shape[:-1] + (1,) + shape[-1:])
-        rho = 1.0
-    if tx.kind == "scalar":  # array of reals: points are scalars
-        d2 = (x[..., :, None] - x[..., None, :]) ** 2
-    else:  # array of vectors: |a|^2 + |b|^2 - 2 a.b, memory N^2 (not N^2 x dimensions)
-        sq = np.sum(x**2, axis=-1)
-        cross = np.matmul(x, np.swapaxes(x, -1, -2))
-        d2 = np.maximum(sq[..., :, None] + sq[..., None, :] - 2.0 * cross, 0.0)
-    d2, alpha, rho = align_batch([d2, alpha, rho], [2, 0, 0])
+    else:
+        x, alpha, rho = align_batch([x, alpha, rho], [2, 0, 0])
+        x = x / np.reshape(rho, fast_shape(rho) + (1, 1))
     alpha = np.reshape(alpha, fast_shape(alpha) + (1, 1))
-    rho = np.reshape(rho, fast_shape(rho) + (1, 1))
-    return alpha**2 * np.exp(-0.5 * d2 / rho**2)
+    return alpha**2 * exp_quad(x)
 
 
 def _gp_rule(types):
