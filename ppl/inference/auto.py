@@ -86,7 +86,9 @@ GRADIENT_BUDGET = 50_000
 MODE_MAX_ITER = 400
 #: Draws on which the candidate starts' solved fits are compared.
 COMPARE_DRAWS = 256
-#: Where the mode is a suspect, each start's solve gets 1/SUSPECT_RACE of its even share.
+#: Where the mode is a suspect, each start's solve gets 1/SUSPECT_RACE of its even share: the
+#: escalation after it (a collapse, where the spike integrates away) needs the rest (measurement
+#: error's two solves spent 30,000 of the 50,000 gradients and its collapse ran out).
 SUSPECT_RACE = 4
 
 
@@ -156,11 +158,7 @@ def fit_auto(
         names = [max(scores, key=lambda k: scores[k])]
     solved = {}
     for k, name in enumerate(names):
-        share = (max_evals - spent) // (len(names) - k)  # each start solved within its share
-        if suspect is not None:
-            # a race: the escalation after it (a collapse where the spike integrates away) needs
-            # the rest; measurement error spent 30k of 50k here and its collapse ran out
-            share //= SUSPECT_RACE
+        share = (max_evals - spent) // (len(names) - k) // (SUSPECT_RACE if suspect else 1)
         if solved and share < 2 * first:
             break
         start_phase(progress, f"the fit from the {name} start")

@@ -25,7 +25,7 @@ from ppl.language.types import (
 from ppl.library import functions_extra as _extra  # noqa: F401  (registers its functions)
 from ppl.library import functions_linalg as _linalg  # noqa: F401  (registers the matrix functions)
 from ppl.library import special as sps
-from ppl.library.cholesky_ops import cholesky, solve_lower, solve_lower_vector
+from ppl.library.cholesky_ops import cholesky
 from ppl.library.distributions.base import rows_times, unbatched, where, xlogy
 from ppl.library.function_registry import (
     LIBRARY,
@@ -726,27 +726,9 @@ def _mdivide_right(args, types):
     return _transpose_last(np.linalg.solve(at, _transpose_last(b)))
 
 
-def _mdivide_left_tri_low(args, types):
-    """L^-1 b, L lower triangular (its upper triangle is not read, as Stan's)."""
-    a, b = align_batch(list(args), [2, types[1].ndim])
-    if types[1].kind == "vector":
-        return solve_lower_vector(a, b)
-    return solve_lower(a, b)
-
-
-def _mdivide_right_tri_low(args, types):
-    """b L^-1 = (L^-T b^T)^T, L lower triangular."""
-    b, a = align_batch(list(args), [types[0].ndim, 2])
-    if types[0].kind == "row_vector":
-        return solve_lower_vector(a, b, True)
-    return _transpose_last(solve_lower(a, _transpose_last(b), True))
-
-
 register("mdivide_left", lambda t: t[1], _mdivide_left, nargs=(2,))
-register("mdivide_left_tri_low", lambda t: t[1], _mdivide_left_tri_low, nargs=(2,))
 register("mdivide_left_spd", lambda t: t[1], _mdivide_left, nargs=(2,))
 register("mdivide_right", lambda t: t[0], _mdivide_right, nargs=(2,))
-register("mdivide_right_tri_low", lambda t: t[0], _mdivide_right_tri_low, nargs=(2,))
 register("mdivide_right_spd", lambda t: t[0], _mdivide_right, nargs=(2,))
 
 

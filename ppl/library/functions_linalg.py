@@ -14,6 +14,7 @@ import numpy as onp
 from autograd.extend import defvjp, primitive
 
 from ppl.language.types import MATRIX, REAL, ROW_VECTOR, VECTOR, SType, align_batch, fast_shape
+from ppl.library.cholesky_ops import solve_lower, solve_lower_vector
 from ppl.library.function_registry import SignatureError, fixed, int_value, register
 
 
@@ -389,3 +390,23 @@ register(
     size_args=(0,),
     nargs=(3,),
 )
+
+
+def _mdivide_left_tri_low(args, types):
+    """L^-1 b, L lower triangular (its upper triangle is not read, as Stan's)."""
+    a, b = align_batch(list(args), [2, types[1].ndim])
+    if types[1].kind == "vector":
+        return solve_lower_vector(a, b)
+    return solve_lower(a, b)
+
+
+def _mdivide_right_tri_low(args, types):
+    """b L^-1 = (L^-T b^T)^T, L lower triangular."""
+    b, a = align_batch(list(args), [types[0].ndim, 2])
+    if types[0].kind == "row_vector":
+        return solve_lower_vector(a, b, True)
+    return np.swapaxes(solve_lower(a, np.swapaxes(b, -1, -2), True), -1, -2)
+
+
+register("mdivide_left_tri_low", lambda t: t[1], _mdivide_left_tri_low, nargs=(2,))
+register("mdivide_right_tri_low", lambda t: t[0], _mdivide_right_tri_low, nargs=(2,))

@@ -13,8 +13,8 @@ from scipy import stats
 from scipy.optimize import brentq
 
 from ppl.data.build import build
-from ppl.diagnostics.psis import fit_generalized_pareto
 from ppl.diagnostics.mcse_tail import tail_khats
+from ppl.diagnostics.psis import fit_generalized_pareto
 from ppl.inference.collapse_summary import mixture_quantiles
 from ppl.outputs.report import summaries_text
 from ppl.outputs.summary import fit_summary, summarise

@@ -346,3 +346,24 @@ def test_names_are_registered_with_their_type_rules():
         assert name in LIBRARY
     assert LIBRARY["dims"].type_rule([MATRIX]) == SType("int", "scalar", 1)
     assert LIBRARY["reverse"].type_rule([ROW_VECTOR]) == ROW_VECTOR
+
+
+def test_triangular_divides_read_the_lower_triangle():
+    """mdivide_left_tri_low / mdivide_right_tri_low (ppl.library.cholesky_ops' triangular
+    solves): L^-1 b and b L^-1 for vectors and matrices, the upper triangle not read."""
+    A = RNG.normal(size=(70, 70))
+    L = np.linalg.cholesky(A @ A.T + 70 * np.eye(70))
+    junk = L + np.triu(RNG.normal(size=L.shape), 1)
+    v, B = RNG.normal(size=70), RNG.normal(size=(70, 3))
+    np.testing.assert_allclose(
+        call("mdivide_left_tri_low", junk, MATRIX, v, VECTOR), np.linalg.solve(L, v)
+    )
+    np.testing.assert_allclose(
+        call("mdivide_left_tri_low", junk, MATRIX, B, MATRIX), np.linalg.solve(L, B)
+    )
+    np.testing.assert_allclose(
+        call("mdivide_right_tri_low", v, ROW_VECTOR, junk, MATRIX), np.linalg.solve(L.T, v)
+    )
+    np.testing.assert_allclose(
+        call("mdivide_right_tri_low", B.T, MATRIX, junk, MATRIX), np.linalg.solve(L.T, B).T
+    )
