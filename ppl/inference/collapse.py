@@ -165,6 +165,30 @@ def colour(pattern: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
     return colours, dense
 
 
+def colour_vectors(split: Split, dim: int) -> np.ndarray:
+    """One direction per colour: 1 on the colour's inner coordinates (rows of (C, dim))."""
+    vectors = np.zeros((len(split.colours), dim))
+    for c, members in enumerate(split.colours):
+        vectors[c, split.inner[members]] = 1.0
+    return vectors
+
+
+def product_entries(split: Split) -> tuple[np.ndarray, ...]:
+    """(rows, cols, colour, read) of P's non-zeros: each (i, j) is read off one product, column
+    j's colour at row i, unless j is sparse and row i dense (then row j of i's own colour, by
+    symmetry)."""
+    Dx = len(split.inner)
+    dense = np.zeros(Dx, dtype=bool)
+    dense[split.dense] = True
+    colour_of = np.empty(Dx, dtype=int)
+    for c, members in enumerate(split.colours):
+        colour_of[members] = c
+    rows, cols = np.nonzero(split.pattern)
+    flip = dense[rows] & ~dense[cols]
+    return (rows, cols, np.where(flip, colour_of[rows], colour_of[cols]),
+            np.where(flip, cols, rows))  # fmt: skip
+
+
 class Collapsed:
     """log p(g): the log joint with the split's inner coordinates integrated out, on rows of g
     (S, Dg), differentiable by autograd in g; `work` counts the gradient evaluations it cost
@@ -175,21 +199,8 @@ class Collapsed:
         self.x0 = np.asarray(x0, dtype=float)
         self.work = 0
         self._cache: tuple | None = None
-        Dx = len(split.inner)
-        self._vectors = np.zeros((len(split.colours), dim))
-        for c, members in enumerate(split.colours):
-            self._vectors[c, split.inner[members]] = 1.0
-        # every non-zero (i, j) of P is read off one product: column j's colour at row i,
-        # unless j is sparse and row i dense (then row j of i's own colour, by symmetry)
-        dense = np.zeros(Dx, dtype=bool)
-        dense[split.dense] = True
-        colour_of = np.empty(Dx, dtype=int)
-        for c, members in enumerate(split.colours):
-            colour_of[members] = c
-        rows, cols = np.nonzero(split.pattern)
-        flip = dense[rows] & ~dense[cols]
-        self._entries = (rows, cols, np.where(flip, colour_of[rows], colour_of[cols]),
-                         np.where(flip, cols, rows))  # fmt: skip
+        self._vectors = colour_vectors(split, dim)
+        self._entries = product_entries(split)
 
         @primitive
         def value(g):

@@ -142,6 +142,16 @@ def assemble(outer: VIResult, collapsed: Collapsed, fit, seed: int) -> Collapsed
                         fit.elbo_trace, fit.elbo, fit.iterations, 0, fit.converged, 0.0,
                         fit.seconds, list(fit.warnings), outer=outer,
                         collapsed=collapsed)  # fmt: skip
+    set_moments(q, seed)
+    q.grad_evals = collapsed.work
+    q.polish = {"integrated": list(collapsed.split.names), "outer_dim": len(collapsed.split.outer),
+                "colours": len(collapsed.split.colours), "outer": outer.method}  # fmt: skip
+    return q
+
+
+def set_moments(q: VIResult, seed: int) -> None:
+    """q's mean and the Cholesky factor of its covariance on the whole space, from
+    MOMENT_DRAWS of its draws (for whatever reads q's moments)."""
     zeta = q.sample(np.random.default_rng(seed + 2), MOMENT_DRAWS)
     q.mean = zeta.mean(axis=0)
     cov = np.atleast_2d(np.cov(zeta, rowvar=False))
@@ -149,10 +159,6 @@ def assemble(outer: VIResult, collapsed: Collapsed, fit, seed: int) -> Collapsed
         q.scale_tril = np.linalg.cholesky(cov)
     except np.linalg.LinAlgError:
         q.scale_tril = np.diag(np.sqrt(np.maximum(np.diag(cov), 0.0)))
-    q.grad_evals = collapsed.work
-    q.polish = {"integrated": list(collapsed.split.names), "outer_dim": len(collapsed.split.outer),
-                "colours": len(collapsed.split.colours), "outer": outer.method}  # fmt: skip
-    return q
 
 
 def _draws_within(budget: int, collapsed: Collapsed) -> int:

@@ -29,6 +29,8 @@ from ppl.inference.collapse import (
     _gradients,
     _hessian,
     colour,
+    colour_vectors,
+    product_entries,
 )
 from ppl.inference.hessian import batched_hvp
 
@@ -100,19 +102,9 @@ class Laplace:
         self.budget: int | None = None
         Dx, Dg, C = len(split.inner), len(split.outer), len(split.colours)
         self._vectors = np.zeros((C + Dg, dim))
-        for c, members in enumerate(split.colours):
-            self._vectors[c, split.inner[members]] = 1.0
+        self._vectors[:C] = colour_vectors(split, dim)
         self._vectors[C + np.arange(Dg), split.outer] = 1.0
-        # as in Collapsed: each non-zero of P read off one product (by symmetry for a dense row)
-        dense = np.zeros(Dx, dtype=bool)
-        dense[split.dense] = True
-        colour_of = np.empty(Dx, dtype=int)
-        for c, members in enumerate(split.colours):
-            colour_of[members] = c
-        rows, cols = np.nonzero(split.pattern)
-        flip = dense[rows] & ~dense[cols]
-        self._entries = (rows, cols, np.where(flip, colour_of[rows], colour_of[cols]),
-                         np.where(flip, cols, rows))  # fmt: skip
+        self._entries = product_entries(split)  # as in Collapsed
         self.pool_g = np.zeros((0, Dg))
         self.pool_x = np.zeros((0, Dx))
         self.pool_J = np.zeros((0, Dx, Dg))

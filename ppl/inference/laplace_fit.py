@@ -15,6 +15,7 @@ import numpy as np
 
 from ppl.inference.auto import CandidateFailed
 from ppl.inference.collapse import LOG_2PI, Split
+from ppl.inference.collapse_fit import set_moments
 from ppl.inference.collapse_grid import GridResult, _edge, _normalised
 from ppl.inference.laplace import Laplace
 from ppl.inference.result import VIResult
@@ -34,8 +35,6 @@ STENCIL = 0.5
 MODE_STEPS = 12
 MAX_STEP = 3.0
 MODE_TOL = 0.05
-#: Draws from which q's moments on the whole space are taken (as the collapse's).
-MOMENT_DRAWS = 256
 
 
 @dataclass
@@ -205,18 +204,12 @@ def _neighbours(mask: np.ndarray) -> np.ndarray:
 
 
 def assemble(grid: GridResult, cells: dict, lap: Laplace, seed: int) -> LaplaceResult:
-    """The whole-space result: moments from MOMENT_DRAWS draws, the work and what was done."""
+    """The whole-space result: its moments (set_moments), the work and what was done."""
     D = lap.dim
     q = LaplaceResult("fullrank", np.zeros(D), np.eye(D), grid.elbo_trace, grid.elbo, 1, 0, True,
                       0.0, grid.seconds, [], outer=grid, split=lap.split,
                       cells=cells)  # fmt: skip
-    zeta = q.sample(np.random.default_rng(seed + 2), MOMENT_DRAWS)
-    q.mean = zeta.mean(axis=0)
-    cov = np.atleast_2d(np.cov(zeta, rowvar=False))
-    try:
-        q.scale_tril = np.linalg.cholesky(cov)
-    except np.linalg.LinAlgError:
-        q.scale_tril = np.diag(np.sqrt(np.maximum(np.diag(cov), 0.0)))
+    set_moments(q, seed)
     q.grad_evals = lap.work
     iterations = np.asarray(lap.iterations)
     q.polish = {"integrated": list(lap.split.names), "outer_dim": len(lap.split.outer),
