@@ -75,9 +75,12 @@ def test_funnel_non_centred_is_exact():
     assert abs(v.mean()) < 0.2 and abs(v.std() / 3.0 - 1) < 0.05  # v ~ N(0, 3) exactly
     x = result.draws["x"]
     assert x.shape == (1000, 9)
-    # log evidence 0 (a normalised density): both ELBOs are below it, the non-centred at it
+    # log evidence 0 (a normalised density): both ELBOs are below it, the non-centred at it (to
+    # 1e-3: the road may keep the collapsed q for its exact summaries, ppl.methods.collapse_road,
+    # whose piecewise-constant grid on v costs under 0.001 nats)
     assert centred.diagnostics["elbo"] < -1.0
-    assert abs(result.diagnostics["elbo"]) < 1e-6
+    assert any("non-centred" in n and "kept" in n for n in result.notes), result.notes
+    assert abs(result.diagnostics["elbo"]) < 1e-3
 
 
 def test_informative_data_keep_the_centred_fit_without_a_refit():
