@@ -10,18 +10,30 @@ for the same seed, the same messages (every user error raises ppl.PplError)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import sys
+import time
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 
+from ppl.api_draws import arviz_groups, draws_frame, regenerated, with_draws
+from ppl.api_point import (
+    OPTIMIZE_ITERATIONS,
+    Optimum,
+    initial_point,
+    laplace_result,
+    optimize,
+    optimum_at,
+)
 from ppl.data.files import PythonValues, load_data, open_data_file
 from ppl.data.specs import data_specs
 from ppl.diagnostics.verdict import warn_unreliable
-from ppl.errors import PplError
+from ppl.errors import PplError, PplWarning
 from ppl.language.frontend import load_model, model_from_text
 from ppl.limits import ResourceLimit, interrupts_noted
 from ppl.methods import DEFAULTS, FitResult
@@ -71,6 +83,35 @@ def user_errors(method):
             ) from None
 
     return wrapped
+
+
+#: How the verdict's warning begins (ppl.diagnostics.verdict.unreliable_text): raised as an
+#: UnreliableFitWarning, not again as a plain PplWarning.
+UNRELIABLE = "the fit is not reliable:"
+
+
+@contextlib.contextmanager
+def _progress(progress, quiet: bool, options: dict):
+    """The fit's progress callback: None (progress None or False, or quiet), the CLI's status
+    lines on stderr (True), or the caller's callable (ppl.progress's protocol). CmdStanPy's
+    name, show_progress, means the same."""
+    if "show_progress" in options:
+        shown = options.pop("show_progress")
+        progress = shown if progress is None else progress
+    if quiet or progress is None or progress is False:
+        yield None
+    elif progress is True:
+        from ppl.progress import StatusLines
+
+        lines = StatusLines(sys.stderr, sys.stderr.isatty())
+        try:
+            yield lines
+        finally:
+            lines.close()
+    elif callable(progress):
+        yield progress
+    else:
+        raise PplError(f"progress: True, False or a callable, not {type(progress).__name__}")
 
 
 def _sources(data) -> tuple[list[str], list]:
@@ -133,21 +174,94 @@ class Model:
         """The log joint on `data` (transformed data run once with `seed`)."""
         return CompiledModel(self.checked, self.data(data, sets), seed)
 
+    def _compiled(self, data, seed: int) -> tuple[list[str], CompiledModel]:
+        labels, opened = _sources(data)
+        values = load_data(self._specs, labels, {}, opened=opened)
+        return labels, CompiledModel(self.checked, values, seed)
+
     @user_errors
     def fit(self, data=None, *, method: str = DEFAULTS["method"], seed: int = DEFAULTS["seed"],
             draws: int = DEFAULTS["draws"], iterations: int = DEFAULTS["iterations"],
-            tol_rel_obj: float = DEFAULTS["tol_rel_obj"], psis: bool = False,
-            **options) -> Fit:  # fmt: skip
+            tol_rel_obj: float = DEFAULTS["tol_rel_obj"], psis: bool = False, inits=None,
+            progress=None, quiet: bool = False, **options) -> Fit:  # fmt: skip
         """Fit the model to `data` (a dict of arrays/numbers/lists, a pandas DataFrame in the
-        CSV convention, a path to a .csv/.json file, or a list of these). `options` are the
-        other `ppl fit` options by their Python names (eta, grad_samples, families, optimizer,
-        estimator, batch, rank, dof, schedule, refine_draws, progress)."""
-        labels, opened = _sources(data)
-        values = load_data(self._specs, labels, {}, opened=opened)
-        compiled = CompiledModel(self.checked, values, seed)
-        result = self.run(compiled, method=method, seed=seed, draws=draws, iterations=iterations,
-                          tol_rel_obj=tol_rel_obj, **options)  # fmt: skip
-        return self.fitted(result, data=labels, iterations=iterations, psis=psis)
+        CSV convention, a path to a .csv/.json file, or a list of these). `inits`: the start, as
+        CmdStanPy's (a dict of parameter values, a number x for uniform(-x, x) on the
+        unconstrained scale, or a JSON file). `progress`: True shows the fit's phases on
+        stderr (as `ppl fit`), or a callable (ppl.progress); `quiet`: no progress and no Python
+        warnings (they stay in fit.warnings). `options` are the other `ppl fit` options by their
+        Python names (eta, grad_samples, families, optimizer, estimator, batch, rank, dof,
+        schedule, refine_draws, reparam)."""
+        labels, compiled = self._compiled(data, seed)
+        if inits is not None and options.get("reparam") == "noncentre":
+            raise PplError("inits= with reparam='noncentre': the rewritten model's parameters "
+                           "are not the ones the inits name")  # fmt: skip
+        init = initial_point(compiled, inits, np.random.default_rng(seed))
+        with _progress(progress, quiet, options) as shown:
+            result = self.run(compiled, method=method, seed=seed, draws=draws,
+                              iterations=iterations, tol_rel_obj=tol_rel_obj, init=init,
+                              progress=shown, **options)  # fmt: skip
+        return self.fitted(result, data=labels, iterations=iterations, psis=psis, quiet=quiet)
+
+    @user_errors
+    def optimize(self, data=None, *, jacobian: bool = False, inits=None,
+                 seed: int = DEFAULTS["seed"], iterations: int = OPTIMIZE_ITERATIONS,
+                 progress=None, quiet: bool = False) -> Optimum:  # fmt: skip
+        """The mode by L-BFGS, as CmdStanPy's optimize: `jacobian=False` the mode of the
+        model's density of the constrained parameters (penalised MLE / MAP), True the mode on
+        the unconstrained scale with the transforms' log-Jacobians (what laplace_sample
+        approximates). A ppl.api_point.Optimum: stan_variable(name), optimized_params_dict."""
+        _, compiled = self._compiled(data, seed)
+        with _progress(progress, quiet, {}) as shown:
+            found = optimize(compiled, jacobian=jacobian, inits=inits, seed=seed,
+                             iterations=iterations, progress=shown)  # fmt: skip
+        if not found.converged and not quiet:
+            warnings.warn(f"optimize: L-BFGS did not meet its tolerance in {found.iterations} "
+                          "iterations; the mode may be off", PplWarning, stacklevel=3)  # fmt: skip
+        return found
+
+    @user_errors
+    def laplace_sample(self, data=None, mode: Optimum | Mapping | None = None, *,
+                       draws: int = DEFAULTS["draws"], jacobian: bool = True, inits=None,
+                       seed: int = DEFAULTS["seed"], iterations: int = OPTIMIZE_ITERATIONS,
+                       progress=None, quiet: bool = False) -> Fit:  # fmt: skip
+        """Draws from N(mode, (-H)^-1) on the unconstrained scale, H the Hessian of the log
+        density at the mode (CmdStanPy's laplace_sample): `mode` from optimize (with the same
+        `jacobian`), a dict of parameter values, or None to optimize first. A Fit, judged by
+        PSIS against the model as any fit; fit.mode is the Optimum."""
+        started = time.perf_counter()
+        labels, compiled = self._compiled(data, seed)
+        supplied = mode is not None
+        if isinstance(mode, Mapping):
+            mode = optimum_at(compiled, dict(mode), jacobian=jacobian, seed=seed)
+        elif mode is None:
+            mode = self.optimize(data, jacobian=jacobian, inits=inits, seed=seed,
+                                 iterations=iterations, progress=progress, quiet=quiet)  # fmt: skip
+        elif not isinstance(mode, Optimum):
+            raise PplError(f"laplace_sample: mode is optimize()'s result or a dict of parameter "
+                           f"values, not {type(mode).__name__}")  # fmt: skip
+        elif len(mode.unconstrained) != compiled.dim:
+            raise PplError("laplace_sample: the mode has another number of parameters than the "
+                           "model has with this data")  # fmt: skip
+        result = laplace_result(compiled, mode, jacobian=jacobian, draws=draws, seed=seed,
+                                supplied=supplied, started=started)  # fmt: skip
+        fit = self.fitted(result, data=labels, iterations=iterations, quiet=quiet)
+        fit.mode = mode
+        return fit
+
+    @user_errors
+    def generate_quantities(self, data=None, previous_fit: Fit | None = None, *,
+                            seed: int | None = None) -> Fit:  # fmt: skip
+        """CmdStanPy's generate_quantities: the generated quantities (and transformed
+        parameters) run again on `data` at every draw of `previous_fit`'s parameters, for
+        posterior predictive checks on new data. A Fit with the same q and diagnostics."""
+        if not isinstance(previous_fit, Fit):
+            raise PplError("generate_quantities(data, previous_fit): previous_fit is a ppl.Fit")
+        seed = previous_fit.result.seed if seed is None else seed
+        labels, compiled = self._compiled(data, seed)
+        values = regenerated(previous_fit.result, compiled, seed)
+        return Fit(with_draws(previous_fit.result, compiled, values), model=self.filename,
+                   data=labels, iterations=previous_fit.iterations)  # fmt: skip
 
     @user_errors
     def run(self, compiled: CompiledModel, *, method: str = DEFAULTS["method"],
@@ -159,11 +273,18 @@ class Model:
 
     @user_errors
     def fitted(self, result: FitResult, *, data: list[str], iterations: int = DEFAULTS[
-            "iterations"], psis: bool = False, engine: str = "embedded") -> Fit:  # fmt: skip
+            "iterations"], psis: bool = False, engine: str = "embedded",
+               quiet: bool = False) -> Fit:  # fmt: skip
         """`result` checked (refused when it produced nothing usable, marked not converged when
-        its numbers say so: ppl.diagnostics.trust) and wrapped for reading."""
+        its numbers say so: ppl.diagnostics.trust) and wrapped for reading; its warnings raised
+        as Python warnings (ppl.PplWarning; the verdict's UnreliableFitWarning) unless
+        `quiet`, and kept in fit.warnings either way."""
         check_finite_result(result)
-        warn_unreliable(result)  # UnreliableFitWarning, once per fit
+        if not quiet:
+            warn_unreliable(result)  # UnreliableFitWarning, once per fit
+            for text in result.warnings:
+                if not text.startswith(UNRELIABLE):
+                    warnings.warn(text, PplWarning, stacklevel=4)
         return Fit(result, model=self.filename, data=data, iterations=iterations, psis=psis,
                    engine=engine)  # fmt: skip
 
@@ -177,6 +298,7 @@ class Fit:
         self.model_file, self.data_files = model, list(data)
         self.iterations, self.engine = iterations, engine
         self.log_weights = psis_weights(result, psis)
+        self.mode: Optimum | None = None  # laplace_sample's: the mode it is centred on
 
     # ---- what the fit says about itself
     @property
@@ -233,6 +355,28 @@ class Fit:
         (draws, *Stan shape)."""
         return {name: np.asarray(v) for name, v in self.result.draws.items()}
 
+    def stan_variable(self, var: str) -> np.ndarray:
+        """One Stan variable's draws, shaped (draws, *its Stan shape) (CmdStanPy's name)."""
+        return self.draws(var)
+
+    def draws_pd(self, vars: str | list[str] | None = None):  # noqa: A002 - CmdStanPy's name
+        """A pandas DataFrame, one row per draw: lp__ (0), log_p__ and log_g__ (the model's and
+        q's log densities on the unconstrained scale), then every scalar by Stan's element name
+        (`theta[1]`, `W[1,2]`); with `vars` (a name or names), only their columns."""
+        try:
+            import pandas  # noqa: F401
+        except ModuleNotFoundError:
+            raise PplError("fit.draws_pd() needs pandas: pip install pandas") from None
+        names = [vars] if isinstance(vars, str) else None if vars is None else list(vars)
+        return draws_frame(self.result, names)
+
+    def generate_quantities(self, data=None, *, seed: int | None = None) -> Fit:
+        """model.generate_quantities(data, this fit): the generated quantities on new data."""
+        model = Model.__new__(Model)
+        model.checked, model.filename = self.result.model.checked, self.model_file
+        model._specs = data_specs(model.checked)
+        return model.generate_quantities(data, self, seed=seed)
+
     def draws(self, name: str) -> np.ndarray:
         """One Stan variable's draws, shaped (draws, *its Stan shape)."""
         if name not in self.result.draws:
@@ -254,11 +398,25 @@ class Fit:
         frame.index.name = SUMMARY_HEADER[0]
         return frame
 
-    def to_arviz(self):
+    def to_arviz(self, *, observed_data=None, posterior_predictive=None, log_likelihood=None,
+                 constant_data=None):  # fmt: skip
         """ArviZ InferenceData: a posterior group keyed by Stan variable names (one chain of
-        independent draws from q), sample_stats with log_p and log_q, and log_likelihood when
-        the model has a `log_lik` generated quantity."""
-        return _inference_data(self.stan_variables(), self.result.diagnostics)
+        independent draws from q), sample_stats with log_p and log_q, log_likelihood with the
+        `log_lik` generated quantity (or the names in `log_likelihood`), and as
+        az.from_cmdstanpy: `posterior_predictive` (generated quantities by name, or
+        {observed name: generated name} to file them under the observed names az.plot_ppc
+        pairs), `observed_data` and `constant_data` (a dict, or names of data variables taken
+        from the fit's data)."""
+        posterior, groups = arviz_groups(self.result, observed_data=observed_data,
+                                         posterior_predictive=posterior_predictive,
+                                         log_likelihood=log_likelihood,
+                                         constant_data=constant_data)  # fmt: skip
+        idata = _inference_data(posterior, self.result.diagnostics)
+        if len(groups) > 1:  # groups beyond the dims
+            import arviz as az
+
+            idata.extend(az.from_dict(**groups))
+        return idata
 
     def save(self, directory: str | os.PathLike, overwrite: bool = False,
              inputs: list[str] = ()) -> list[Path]:  # fmt: skip

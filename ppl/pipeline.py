@@ -43,7 +43,7 @@ def fit(model: CompiledModel, method: str = DEFAULTS["method"], **options) -> Fi
     chosen = choose_families(model, how.families, o.families)
     start = time.perf_counter()
     rng = np.random.default_rng(o.seed)
-    init = model.random_init(rng)
+    init = model.random_init(rng) if o.init is None else np.array(o.init, dtype=float)
     fitted = how.fit(model, chosen, init, rng, o)
     seconds = time.perf_counter() - start
     if o.checkpoint is not None:

@@ -41,7 +41,7 @@ STAGES: list[tuple[str, list[str]]] = [
     ("fit", ["ppl.pipeline"]),
     ("outputs", ["ppl.outputs"]),
     # the Python API: a model compiled once, fitted to data from Python; the CLI is a layer on it
-    ("api", ["ppl.api"]),
+    ("api", ["ppl.api", "ppl.api_point", "ppl.api_draws"]),
     ("cli", ["ppl.cli"]),
 ]
 

@@ -41,6 +41,7 @@ class FitOptions:
     checkpoint: Any = None
     partitions: Any = None
     reparam: str = "auto"  # non-centring: auto (the default road decides), none, noncentre
+    init: Any = None  # the unconstrained start (the API's inits=); None: Stan's uniform(-2, 2)
 
 
 @dataclass
