@@ -32,8 +32,7 @@ from ppl.api_point import (
 )
 from ppl.data.files import PythonValues, load_data, open_data_file
 from ppl.data.specs import data_specs
-from ppl.diagnostics.verdict import warn_unreliable
-from ppl.errors import PplError, PplWarning
+from ppl.errors import PplError, PplWarning, UnreliableFitWarning
 from ppl.language.frontend import load_model, model_from_text
 from ppl.limits import ResourceLimit, interrupts_noted
 from ppl.methods import DEFAULTS, FitResult
@@ -112,6 +111,20 @@ def _progress(progress, quiet: bool, options: dict):
         yield progress
     else:
         raise PplError(f"progress: True, False or a callable, not {type(progress).__name__}")
+
+
+def _raise_warnings(result) -> None:
+    """The fit's warnings as Python warnings, located at the caller's line (model.fit's, or
+    laplace_sample's): the verdict's as UnreliableFitWarning, once per fit (as
+    ppl.diagnostics.verdict.warn_unreliable), the others as PplWarning."""
+    diag = result.diagnostics
+    for text in result.warnings:
+        unreliable = text.startswith(UNRELIABLE)
+        if not (unreliable and diag.get("warned")):
+            # _raise_warnings, fitted and its wrapper, the public method and its wrapper
+            warnings.warn(text, UnreliableFitWarning if unreliable else PplWarning,
+                          stacklevel=6)  # fmt: skip
+    diag["warned"] = True
 
 
 def _sources(data) -> tuple[list[str], list]:
@@ -281,10 +294,7 @@ class Model:
         `quiet`, and kept in fit.warnings either way."""
         check_finite_result(result)
         if not quiet:
-            warn_unreliable(result)  # UnreliableFitWarning, once per fit
-            for text in result.warnings:
-                if not text.startswith(UNRELIABLE):
-                    warnings.warn(text, PplWarning, stacklevel=4)
+            _raise_warnings(result)
         return Fit(result, model=self.filename, data=data, iterations=iterations, psis=psis,
                    engine=engine)  # fmt: skip
 

@@ -265,8 +265,9 @@ def test_progress_false_true_and_callable(regression):
 
 def test_warnings_are_python_warnings_unless_quiet():
     model = ppl.Model(BETA_BERNOULLI)  # the Gaussian's tails against a beta's: k-hat over 0.7
-    with pytest.warns(UnreliableFitWarning):
+    with pytest.warns(UnreliableFitWarning) as caught:
         fit = model.fit(BB_DATA)
+    assert caught[0].filename == __file__  # at the caller's line, where a notebook shows it
     assert any(w.startswith("the fit is not reliable") for w in fit.warnings)
     with warnings.catch_warnings():
         warnings.simplefilter("error", PplWarning)
