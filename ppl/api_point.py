@@ -21,12 +21,12 @@ import numpy as np
 
 from ppl.diagnostics.verdict import judge
 from ppl.errors import PplError, PplWarning
-from ppl.families.choice import FamilyPolicy
 from ppl.families.registry import GAUSSIAN
 from ppl.inference.auto import laplace_start
 from ppl.inference.hessian import hessian_by_hvp
 from ppl.inference.mode import Mode, find_mode
 from ppl.library.transforms import make_transform
+from ppl.methods.advi import FULL_RANK
 from ppl.methods.base import Method
 from ppl.methods.result import make_result
 from ppl.outputs.summary import flatten_draws
@@ -259,7 +259,7 @@ class LaplaceSampling(Method):
     (-H)^-1) on the unconstrained scale, H the Hessian of the log density optimize climbed."""
 
     name = fitted_as = "laplace"
-    families = FamilyPolicy(gaussian="full-rank Gaussian")
+    families = FULL_RANK  # the summary's labels, as --method fullrank's
 
     def __init__(self, jacobian: bool, supplied: bool) -> None:
         self.jacobian, self.supplied = jacobian, supplied
@@ -274,9 +274,6 @@ class LaplaceSampling(Method):
             return "the mode given (laplace_sample(mode=...))"
         return ("the mode search (L-BFGS met its tolerance)" if met
                 else "the mode search's iteration cap (the mode may be off)")  # fmt: skip
-
-    def gaussian_name(self, vi) -> str:
-        return "full-rank Gaussian"
 
 
 def laplace_result(compiled: CompiledModel, mode: Optimum, *, jacobian: bool, draws: int,

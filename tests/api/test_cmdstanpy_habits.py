@@ -5,6 +5,7 @@ to_arviz's groups, progress and warnings."""
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import numpy as np
@@ -115,6 +116,17 @@ def test_laplace_sample_covariance_is_the_inverse_hessian(regression):
     assert fit.method == "laplace" and fit.verdict == "good" and fit.khat < 0.5
     assert fit.mode is not None and fit.mode.jacobian
     assert "Laplace approximation" in str(fit)
+    assert fit.families["alpha"] == "full-rank Gaussian"
+
+
+def test_laplace_fit_saves_and_reads_back(regression, tmp_path):
+    pytest.importorskip("arviz")
+    fit = regression.laplace_sample(_regression_data(), draws=200, quiet=True)
+    fit.save(tmp_path)
+    info = json.loads((tmp_path / "fit.json").read_text())
+    assert info["method"] == "laplace" and info["draws"] == 200
+    again = ppl.to_arviz(tmp_path)
+    np.testing.assert_allclose(again.posterior["beta"].values[0], fit.stan_variable("beta"))
 
 
 def test_laplace_sample_on_the_log_scale_of_a_gamma_posterior():
