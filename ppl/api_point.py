@@ -26,6 +26,7 @@ from ppl.inference.auto import laplace_start
 from ppl.inference.hessian import hessian_by_hvp
 from ppl.inference.mode import Mode, find_mode
 from ppl.library.transforms import make_transform
+from ppl.limits import check_values
 from ppl.methods.advi import FULL_RANK
 from ppl.methods.base import Method
 from ppl.methods.result import make_result
@@ -233,6 +234,8 @@ class Optimum:
 def optimize(compiled: CompiledModel, *, jacobian: bool = False, inits=None, seed: int = 1,
              iterations: int = OPTIMIZE_ITERATIONS, progress=None) -> Optimum:  # fmt: skip
     """The mode by L-BFGS from `inits` (Stan's uniform(-2, 2) start without them)."""
+    if compiled.dim == 0:
+        raise PplError("the model has no parameters to optimize")
     rng = np.random.default_rng(seed)
     start = initial_point(compiled, inits, rng)
     density = target_density(compiled, jacobian)
@@ -285,6 +288,8 @@ def laplace_result(compiled: CompiledModel, mode: Optimum, *, jacobian: bool, dr
                       f"jacobian={mode.jacobian}: the Gaussian is not at its density's mode",
                       PplWarning, stacklevel=4)  # fmt: skip
     density = target_density(compiled, jacobian)
+    # D Hessian-vector products at once, each as large as the model's gradient
+    check_values(f"the Hessian of {compiled.dim} parameters", float(compiled.dim) ** 2)
     with np.errstate(all="ignore"):
         hessian = hessian_by_hvp(density, mode.unconstrained)
     vi = laplace_start(mode.unconstrained, -hessian) if np.all(np.isfinite(hessian)) else None
