@@ -42,7 +42,7 @@ def element(column: str) -> tuple[str, tuple[int, ...]] | None:
     prints it (`W[1,2]`: older ppl files, a quoted header); None for any other name, CmdStan's
     own columns (`lp__`) included. Only identifiers come back, so a crafted header cannot
     name a file outside a directory."""
-    if column.endswith("__"):
+    if column.endswith("__") or column == "psis_log_weight":  # older ppl's name for it
         return None
     m = _DOTTED.fullmatch(column)
     if m:
