@@ -45,6 +45,7 @@ from ppl.outputs.report import (
     psis_weights,
     summaries_text,
 )
+from ppl.outputs.stancsv import read_draws
 from ppl.outputs.summary import SUMMARY_HEADER, fit_summary, format_table
 from ppl.pipeline import check_finite_result
 from ppl.pipeline import fit as run_fit
@@ -472,11 +473,8 @@ def _inference_data(variables: dict[str, np.ndarray], diagnostics: dict):
     dims = {name: [f"{name}_dim_{i}" for i in range(v.ndim - 1)]
             for name, v in variables.items()}  # fmt: skip
     groups = {"posterior": posterior, "dims": dims}
-    stats = {
-        k: np.asarray(diagnostics[key])[None, :]
-        for k, key in (("log_p", "log_p"), ("log_q", "log_q"))
-        if diagnostics.get(key) is not None
-    }
+    stats = {key: np.asarray(diagnostics[key])[None, :]
+             for key in ("log_p", "log_q") if diagnostics.get(key) is not None}  # fmt: skip
     if stats:
         groups["sample_stats"] = stats
     if "log_lik" in variables:
@@ -485,17 +483,11 @@ def _inference_data(variables: dict[str, np.ndarray], diagnostics: dict):
 
 
 def to_arviz(directory: str | os.PathLike):
-    """InferenceData from a `ppl fit --output DIR` directory (its draws.csv): one variable per
-    Stan variable with its shape, log_p__ and log_g__ as sample stats."""
-    path = Path(directory) / "draws.csv"
-    try:
-        header = path.read_text(encoding="utf-8").split("\n", 1)[0].split(",")
-        table = np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)
-    except (OSError, ValueError) as e:
-        raise PplError(f"cannot read {path}: {e}") from None
-    columns = {h: table[:, j] for j, h in enumerate(header)}
-    stats = {"log_p": columns.pop("log_p__", None), "log_q": columns.pop("log_g__", None)}
-    for extra in ("lp__", "psis_log_weight"):
-        columns.pop(extra, None)
-    variables = PythonValues.from_columns(columns, table.shape[0], str(path)).values
-    return _inference_data(variables, {k: v for k, v in stats.items() if v is not None})
+    """InferenceData from a `ppl fit --output DIR` directory (or a Stan CSV file): its
+    draws.csv read back with every Stan variable's shape and integer type
+    (ppl.outputs.stancsv), log_p__ and log_g__ as sample stats: the groups fit.to_arviz()
+    gives."""
+    draws = read_draws(directory)
+    names = {"log_p": "log_p__", "log_q": "log_g__"}
+    stats = {key: draws.other[column] for key, column in names.items() if column in draws.other}
+    return _inference_data(draws.variables, stats)

@@ -155,7 +155,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-
 def _add_method_options(f) -> None:
     """`ppl fit`'s method and the options of single methods."""
     f.add_argument(
@@ -235,6 +234,10 @@ def _add_run_options(f) -> None:
     f.add_argument(
         "--output", metavar="DIR", help="write summary.csv, draws.csv, fit.json, elbo.csv"
     )
+    f.add_argument("--max-rows", type=int, default=60, metavar="N",
+                   help="rows of the summary table before long vectors and matrices show "
+                   "only their first elements (default 60; 0: all); scalars always show",
+                   )  # fmt: skip
     f.add_argument("--overwrite", action="store_true",
                    help="let --output and --checkpoint replace files ppl did not write (never "
                    "the fit's inputs)")  # fmt: skip
@@ -542,7 +545,9 @@ def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
     for name, fam in result.families.items():
         print(f"  q({name}): {fam}")
     print()
-    print(format_table(fit_summary(result, done.log_weights)))
+    where = (os.path.join(args.output, "summary.csv") if args.output else
+             "summary.csv with --output DIR") + "; all rows here with --max-rows 0"  # fmt: skip
+    print(format_table(fit_summary(result, done.log_weights), args.max_rows, where))
     if args.output:
         files = done.save(args.output, args.overwrite, [*_inputs(args), args.checkpoint])
         print(f"\nwrote {', '.join(str(f) for f in files)}")

@@ -35,7 +35,8 @@ import numpy as np
 
 from ppl import safefiles
 from ppl.errors import PplError
-from ppl.outputs.summary import SUMMARY_HEADER, fit_summary, flatten_draws, scalar_names
+from ppl.outputs.stancsv import csv_names
+from ppl.outputs.summary import SUMMARY_HEADER, fit_summary, flatten_draws
 
 #: The files of the last write_outputs that reached their places (for the interrupt message).
 written_paths: list[Path] = []
@@ -221,22 +222,26 @@ def _json_safe(value):
 def draws_csv(result, log_weights: np.ndarray | None = None) -> str:
     """draws.csv as CmdStan writes a variational fit's draws: lp__ (0: not computed for VI),
     log_p__ and log_g__ (the log density of the model and of q at each draw, on the
-    unconstrained scale) first, then every scalar in Stan's order, integers written as integers;
-    with `log_weights` (--psis), a psis_log_weight column last."""
-    names, matrix = flatten_draws(result.draws)
-    n = matrix.shape[0] if names else len(next(iter(result.draws.values()), []))
+    unconstrained scale) first, then every element in Stan's order under CmdStan's name
+    (`W.1.2`: ppl.outputs.stancsv), integers written as integers; with `log_weights` (--psis),
+    a psis_log_weight__ column last (`__`: not a model variable, as CmdStan marks its own)."""
+    _, matrix = flatten_draws(result.draws)
+    n = matrix.shape[0] if matrix.size else len(next(iter(result.draws.values()), []))
     diag = result.diagnostics
     columns = [np.zeros(n, dtype=np.int64)]
     for key in ("log_p", "log_q"):
         v = diag.get(key)
         columns.append(np.full(n, np.nan) if v is None or len(v) != n else np.asarray(v))
-    ints = {s for name, arr in result.draws.items() if np.asarray(arr).dtype.kind in "iub"
-            for s in scalar_names(name, np.asarray(arr).shape[1:])}  # fmt: skip
-    columns += [matrix[:, j].astype(np.int64) if name in ints else matrix[:, j]
-                for j, name in enumerate(names)]  # fmt: skip
+    names, ints = [], []
+    for name, arr in result.draws.items():
+        arr = np.asarray(arr)
+        names += csv_names(name, arr.shape[1:])
+        ints += [arr.dtype.kind in "iub"] * int(np.prod(arr.shape[1:], dtype=int))
+    columns += [matrix[:, j].astype(np.int64) if is_int else matrix[:, j]
+                for j, is_int in enumerate(ints)]  # fmt: skip
     header = ["lp__", "log_p__", "log_g__", *names]
     if log_weights is not None:
-        header.append("psis_log_weight")
+        header.append("psis_log_weight__")
         columns.append(np.asarray(log_weights, dtype=float))
     text = np.column_stack([c.astype(str) for c in columns]) if n else np.zeros((0, len(header)))
     lines = [",".join(header)] + [",".join(row) for row in text.tolist()]
@@ -252,7 +257,7 @@ def write_outputs(
     overwrite: bool = False,
 ) -> list[Path]:
     """summary.csv, draws.csv, fit.json and elbo.csv under `directory`; with `log_weights`
-    (--psis) the summary is importance-weighted and draws.csv gets a psis_log_weight column.
+    (--psis) the summary is importance-weighted and draws.csv gets a psis_log_weight__ column.
     None of them replaces a file in `inputs`, nor (without `overwrite`) one ppl did not write."""
     check_output(directory, inputs, overwrite)  # before the texts: fail fast
     files = {

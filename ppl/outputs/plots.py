@@ -13,18 +13,18 @@ from __future__ import annotations
 import io
 import json
 import math
-import re
 from pathlib import Path
 
 import numpy as np
 
 from ppl import safefiles
 from ppl.errors import PplError
+from ppl.outputs.stancsv import StanCsv, bracket_name, read_draws
 
 MAX_PANELS = 16
 
 
-def _read_outputs(directory: Path) -> tuple[dict, np.ndarray, list[str], np.ndarray]:
+def _read_outputs(directory: Path) -> tuple[dict, np.ndarray, StanCsv]:
     need = ["fit.json", "elbo.csv", "draws.csv"]
     missing = [n for n in need if not (directory / n).is_file()]
     if missing:
@@ -35,12 +35,9 @@ def _read_outputs(directory: Path) -> tuple[dict, np.ndarray, list[str], np.ndar
     try:
         info = json.loads((directory / "fit.json").read_text())
         elbo = np.loadtxt(directory / "elbo.csv", delimiter=",", skiprows=1, ndmin=2)
-        with open(directory / "draws.csv") as f:
-            names = f.readline().strip().split(",")
-        draws = np.loadtxt(directory / "draws.csv", delimiter=",", skiprows=1, ndmin=2)
     except (OSError, ValueError) as e:
         raise PplError(f"{directory}: cannot read the fit's output files: {e}") from None
-    return info, elbo, names, draws
+    return info, elbo, read_draws(directory / "draws.csv")
 
 
 def _read_reference(path: str) -> dict[str, tuple[float, float, float | None, float | None]]:
@@ -68,29 +65,34 @@ def _read_reference(path: str) -> dict[str, tuple[float, float, float | None, fl
     return out
 
 
-_ELEMENT = re.compile(r"([A-Za-z][A-Za-z0-9_]*)(\[[0-9,]+\])?")
-#: draws.csv's columns that are not Stan variables (CmdStan's and --psis's)
-_NOT_VARIABLES = {"lp__", "log_p__", "log_g__", "psis_log_weight"}
-
-
-def _variables(names: list[str]) -> dict[str, list[int]]:
-    """Stan variable -> its columns in draws.csv: parameters, transformed parameters and
-    generated quantities alike. Only identifiers name a PNG, so a crafted header cannot send
-    a file outside the directory."""
-    out: dict[str, list[int]] = {}
-    for j, name in enumerate(names):
-        m = _ELEMENT.fullmatch(name)
-        if m and name not in _NOT_VARIABLES:
-            out.setdefault(m.group(1), []).append(j)
-    return out
-
-
 def _save(fig, path: Path) -> None:
     """Whole or not at all: rendered in memory, then written to a fresh temporary file beside
     it (never through a link; mode from the umask) and renamed."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
     safefiles.write_atomic(path, buf.getvalue())
+
+
+def _histogram(ax, x: np.ndarray, weights: np.ndarray | None) -> np.ndarray:
+    """q's histogram of one element (and the PSIS-weighted one): its finite draws, which it
+    returns. An element fixed by its type (a correlation matrix's unit diagonal, a Cholesky
+    factor's zeros) or constant up to rounding gets a line at its value, as matplotlib cannot
+    cut a zero range into bins."""
+    finite = np.isfinite(x)
+    x, w = x[finite], (None if weights is None else weights[finite])
+    if not x.size:
+        ax.text(0.5, 0.5, "no finite draws", ha="center", transform=ax.transAxes)
+        return x
+    if np.ptp(x) <= 1e-9 * max(1.0, float(np.abs(x).max())):
+        value = float(np.median(x))
+        ax.axvline(value)
+        ax.set_xlim(value - 1, value + 1)
+        ax.text(0.5, 0.5, f"constant {value:.6g}", ha="center", transform=ax.transAxes)
+        return x
+    ax.hist(x, bins=40, density=True, alpha=0.6, label="q")
+    if w is not None and w.sum() > 0:
+        ax.hist(x, bins=40, density=True, weights=w, histtype="step", label="q, PSIS-weighted")
+    return x
 
 
 def plot_fit(directory: str, reference: str | None = None) -> list[Path]:
@@ -106,9 +108,10 @@ def plot_fit(directory: str, reference: str | None = None) -> list[Path]:
             "source tree, pip install '.[plot]')"
         ) from None
     out = Path(directory)
-    info, elbo, names, draws = _read_outputs(out)
-    ref = _read_reference(reference) if reference else {}
-    if ref and not set(ref) & set(names):
+    info, elbo, draws = _read_outputs(out)
+    ref = {bracket_name(k): v for k, v in _read_reference(reference).items()} if reference else {}
+    names = {bracket_name(n) for elements in draws.names.values() for n in elements}
+    if ref and not set(ref) & names:
         shown = ", ".join(list(ref)[:4])
         raise PplError(f"{reference}: names none of the fit's parameters ({shown}, ...)")
     written = []
@@ -129,35 +132,35 @@ def plot_fit(directory: str, reference: str | None = None) -> list[Path]:
     written.append(out / "elbo.png")
 
     weights = None
-    if names and names[-1] == "psis_log_weight":
-        lw = draws[:, -1]
+    lw = draws.other.get("psis_log_weight__", draws.other.get("psis_log_weight"))
+    if lw is not None:
         weights = np.exp(lw - lw.max())
     families = info.get("families", {}) if isinstance(info.get("families"), dict) else {}
-    for variable, columns in _variables(names).items():
+    for variable in draws.variables:
+        columns = draws.elements(variable)
         family = families.get(variable, "a function of the parameters (draws through the model)")
         shown = columns[:MAX_PANELS]
         ncol = min(4, len(shown))
         nrow = math.ceil(len(shown) / ncol)
         fig, axes = plt.subplots(nrow, ncol, figsize=(3.2 * ncol, 2.6 * nrow), squeeze=False)
-        for ax, j in zip(axes.ravel(), shown, strict=False):
-            x = draws[:, j]
-            ax.hist(x, bins=40, density=True, alpha=0.6, label="q")
-            if weights is not None:
-                ax.hist(x, bins=40, density=True, weights=weights, histtype="step",
-                        label="q, PSIS-weighted")  # fmt: skip
-            if names[j] in ref:
-                m, sd, q5, q95 = ref[names[j]]
+        for ax, (column, x) in zip(axes.ravel(), shown, strict=False):
+            name = bracket_name(column)
+            x = _histogram(ax, x, weights)
+            if name in ref and x.size:
+                m, sd, q5, q95 = ref[name]
                 grid = np.linspace(min(x.min(), m - 4 * sd), max(x.max(), m + 4 * sd), 200)
                 density = np.exp(-0.5 * ((grid - m) / sd) ** 2) / (sd * math.sqrt(2 * math.pi))
                 ax.plot(grid, density, "k--", label="reference (normal)")
                 for q in (q5, q95):
                     if q is not None:
                         ax.axvline(q, color="k", lw=0.8, ls=":")
-            ax.set_title(names[j], fontsize=9)
+            ax.set_title(name, fontsize=9)
             ax.tick_params(labelsize=7)
         for ax in axes.ravel()[len(shown) :]:
             ax.axis("off")
-        axes.ravel()[0].legend(fontsize=7)
+        labelled = [ax for ax in axes.ravel() if ax.get_legend_handles_labels()[1]]
+        if labelled:
+            labelled[0].legend(fontsize=7)
         more = f" (first {MAX_PANELS} of {len(columns)})" if len(columns) > len(shown) else ""
         fig.suptitle(f"{variable}: {family}{more}", fontsize=10)
         fig.tight_layout()

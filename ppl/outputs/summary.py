@@ -114,13 +114,47 @@ def exact_text(result, weighted: bool = False) -> str | None:
     return f"summaries: mean, sd and quantiles of {names}: {how}, not from draws"
 
 
-def format_table(rows, max_rows: int = 60) -> str:
-    """A fixed-width table for the terminal; long tables are cut with a note."""
+#: Where the console's table points for the rows it leaves out (`ppl fit` says its own options).
+FULL_TABLE = "fit.summary(), or summary.csv from fit.save(DIR)"
+
+
+def _shown_per_variable(sizes: dict[str, int], scalars: set[str], max_rows: int) -> int:
+    """How many leading elements of each vector, matrix or array the table shows: the most
+    that keep the rows within `max_rows` once every scalar has its row (scalars are never
+    hidden, so a table of many scalars can run longer)."""
+    budget = max_rows - len(scalars)
+    containers = [n for name, n in sizes.items() if name not in scalars]
+    shown = 0
+    while containers and shown < max(containers) and \
+            sum(min(n, shown + 1) for n in containers) <= budget:  # fmt: skip
+        shown += 1
+    return shown
+
+
+def format_table(rows, max_rows: int = 60, where: str = FULL_TABLE) -> str:
+    """A fixed-width table for the terminal. Past `max_rows` rows (0: no limit) the long
+    vectors, matrices and arrays show their first elements and one line saying how many more;
+    every scalar keeps its row; a last line says where the full table is (`where`)."""
     header = f"{'parameter':<24}" + "".join(f"{h:>12}" for h in SUMMARY_HEADER[1:])
     lines = [header, "-" * len(header)]
-    for row in rows[:max_rows]:
-        name = row[0] if len(row[0]) <= 23 else row[0][:22] + "…"
-        lines.append(f"{name:<24}" + "".join(f"{v:>12.4g}" for v in row[1:]))
-    if len(rows) > max_rows:
-        lines.append(f"... {len(rows) - max_rows} more rows (see summary.csv with --output DIR)")
+    groups: dict[str, list] = {}
+    for row in rows:
+        groups.setdefault(row[0].split("[", 1)[0], []).append(row)
+    scalars = {name for name, group in groups.items() if "[" not in group[0][0]}
+    limited = 0 < max_rows < len(rows)
+    shown = _shown_per_variable({k: len(g) for k, g in groups.items()}, scalars, max_rows) \
+        if limited else len(rows)  # fmt: skip
+    hidden = 0
+    for name, group in groups.items():
+        keep = group if name in scalars else group[:shown]
+        for row in keep:
+            label = row[0] if len(row[0]) <= 23 else row[0][:22] + "…"
+            lines.append(f"{label:<24}" + "".join(f"{v:>12.4g}" for v in row[1:]))
+        if len(keep) < len(group):
+            more = len(group) - len(keep)
+            hidden += more
+            lines.append(f"{'':<24}... {name}: {more} more of {len(group)} rows")
+    if hidden:
+        lines.append(f"({hidden} rows of long vectors and matrices not shown; the full table: "
+                     f"{where})")  # fmt: skip
     return "\n".join(lines)

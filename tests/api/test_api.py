@@ -122,7 +122,7 @@ def test_draws_csv_is_cmdstan_like(tmp_path):
     header, body = rows[0], rows[1:]
     assert header[:5] == ["lp__", "log_p__", "log_g__", "a", "b"]
     assert all(r[0] == "0" for r in body)
-    y_rep = header.index("y_rep[1]")
+    y_rep = header.index("y_rep.1")
     assert all(r[y_rep].lstrip("-").isdigit() for r in body)
     lp, lg = (np.array([float(r[j]) for r in body]) for j in (1, 2))
     assert np.mean(lp - lg) == pytest.approx(fit.diagnostics["elbo"], rel=1e-12)
