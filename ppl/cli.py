@@ -395,7 +395,7 @@ def _refine_draws(args) -> int:
 #: A terminal shows the fit's phases once it has run this long (seconds): a quicker fit shows
 #: nothing. In a log, a line per phase from LOG_AFTER seconds on.
 BAR_DELAY = 0.5
-LOG_AFTER = 10.0
+LOG_AFTER = float(os.environ.get("PPL_LOG_AFTER", "10"))  # the docs tests: inf, as a quick run
 
 
 def _progress_lines(quiet: bool):

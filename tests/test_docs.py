@@ -107,7 +107,10 @@ def workdir(tmp_path: Path) -> Path:
 
 
 def run(command: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONUNBUFFERED="1", COLUMNS="100")
+    # PPL_LOG_AFTER: no progress lines in a log however loaded the machine (a fit over 10 s
+    # prints them): the output a quiet machine gives
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONUNBUFFERED="1", COLUMNS="100",
+               PPL_LOG_AFTER="inf")  # fmt: skip
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.pop("PPL_DEBUG", None)
     return subprocess.run(
@@ -127,11 +130,66 @@ def normalise(line: str) -> str:
 
 def matches(expected: list[str], actual: list[str]) -> bool:
     """`expected` (with `...` for any run of lines) against `actual`, numbers masked."""
-    if not expected:
-        return not actual
-    if expected[0] == "...":
-        return any(matches(expected[1:], actual[k:]) for k in range(len(actual) + 1))
-    return bool(actual) and expected[0] == actual[0] and matches(expected[1:], actual[1:])
+    return aligned(expected, actual) is not None
+
+
+def aligned(expected: list[str], actual: list[str],
+            cost=lambda i, j: 0) -> list[tuple[int, int]] | None:  # fmt: skip
+    """The (expected, actual) index pairs of the lines that match, numbers masked, `...`
+    standing for any run of lines, None when they do not match; of several ways, the one of
+    least total `cost(i, j)` (the numbers that differ: `theta[1]` is paired with `theta[1]`)."""
+    import functools
+
+    @functools.lru_cache(maxsize=None)
+    def best(i: int, j: int):
+        if i == len(expected):
+            return (0, ()) if j == len(actual) else None
+        if expected[i] == "...":
+            options = [best(i + 1, k) for k in range(j, len(actual) + 1)]
+            options = [o for o in options if o is not None]
+            return min(options, key=lambda o: o[0]) if options else None
+        if j == len(actual) or expected[i] != actual[j]:
+            return None
+        rest = best(i + 1, j + 1)
+        return None if rest is None else (rest[0] + cost(i, j), ((i, j), *rest[1]))
+
+    found = best(0, 0)
+    return None if found is None else list(found[1])
+
+
+#: what follows a number that the machine decides: seconds, rates, memory
+_MACHINE = re.compile(r"^\s*(?:s\b|ms\b|seconds?\b|s/|it/s|MiB|GiB|MB|GB|x faster|× )")
+
+
+def _machine_number(line: str, end: int) -> bool:
+    return bool(_MACHINE.match(line[end:]))
+
+
+def _close(want: str, got: str) -> bool:
+    """Equal as printed, or within the last printed digit's +-2 units and 1% (a float printed
+    to 6 digits that moved in its 6th on another CPU's BLAS)."""
+    if want == got:
+        return True
+    try:
+        w, g = float(want), float(got)
+    except ValueError:
+        return False
+    if "." not in want + got and "e" not in (want + got).lower():
+        return False  # counts (gradients, iterations, rows): exact
+    digits = len(want.split(".")[1].split("e")[0].split("E")[0]) if "." in want else 0
+    unit = 10.0 ** -digits * (10.0 ** int(want.lower().split("e")[1]) if "e" in want.lower() else 1)
+    return abs(w - g) <= max(2 * unit, 0.01 * abs(w))
+
+
+def number_differences(want: str, got: str) -> list[str]:
+    """The numbers of `want` (a doc's line) that `got` (the same line, run) prints otherwise,
+    machine-dependent ones (seconds, rates) left out."""
+    out = []
+    for w, g in zip(NUMBER.finditer(want), NUMBER.finditer(got), strict=False):
+        if _machine_number(want, w.end()) or _close(w.group(0), g.group(0)):
+            continue
+        out.append(f"{w.group(0)} -> {g.group(0)}")
+    return out
 
 
 def console_steps(text: str) -> list[tuple[str, list[str]]]:
@@ -164,11 +222,20 @@ def check_console(block: Block, cwd: Path):
         assert checked_by_next or last.returncode == 0, (
             f"{block.where()}: `{command}` exited {last.returncode}:\n{last.stdout}"
         )
-        want = [normalise(e) if e.strip() != "..." else "..." for e in expected if e.strip()]
-        got = [normalise(a) for a in last.stdout.splitlines() if a.strip()]
-        assert matches(want, got), (
-            f"{block.where()}: the output of `{command}` does not match the doc (numbers are not "
-            f"compared).\n--- doc:\n" + "\n".join(expected) + "\n--- actual:\n" + last.stdout
+        shown = [e for e in expected if e.strip()]
+        printed = [a for a in last.stdout.splitlines() if a.strip()]
+        want = [normalise(e) if e.strip() != "..." else "..." for e in shown]
+        pairs = aligned(want, [normalise(a) for a in printed],
+                        lambda i, j: len(number_differences(shown[i], printed[j])))  # fmt: skip
+        assert pairs is not None, (
+            f"{block.where()}: the output of `{command}` does not match the doc (numbers "
+            f"masked).\n--- doc:\n" + "\n".join(expected) + "\n--- actual:\n" + last.stdout
+        )
+        stale = [f"  {shown[i].strip()}\n    {', '.join(d)}" for i, j in pairs
+                 if (d := number_differences(shown[i], printed[j]))]  # fmt: skip
+        assert not stale, (
+            f"{block.where()}: `{command}` prints other numbers than the doc (regenerate: "
+            f"python tests/docs_regen.py {block.doc.relative_to(ROOT)}):\n" + "\n".join(stale)
         )
 
 
