@@ -44,8 +44,9 @@ def _keep_timings(old: list[str], new: list[str]) -> list[str]:
     for line in new:
         page = by_shape.get(_words(line))
         if page is not None and len(_SECONDS.findall(page)) == len(_SECONDS.findall(line)):
-            kept = iter(_SECONDS.findall(page))
-            line = _SECONDS.sub(lambda m: next(kept), line)
+            pieces = _SECONDS.split(line)  # the rerun's text around the page's seconds
+            timings = _SECONDS.findall(page)
+            line = "".join(p + t for p, t in zip(pieces, [*timings, ""], strict=True))
         out.append(line)
     return out
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import io
 import json
 import os
@@ -138,9 +139,7 @@ def aligned(expected: list[str], actual: list[str],
     """The (expected, actual) index pairs of the lines that match, numbers masked, `...`
     standing for any run of lines, None when they do not match; of several ways, the one of
     least total `cost(i, j)` (the numbers that differ: `theta[1]` is paired with `theta[1]`)."""
-    import functools
-
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def best(i: int, j: int):
         if i == len(expected):
             return (0, ()) if j == len(actual) else None
@@ -179,6 +178,10 @@ def _close(want: str, got: str) -> bool:
     digits = len(want.split(".")[1].split("e")[0].split("E")[0]) if "." in want else 0
     unit = 10.0 ** -digits * (10.0 ** int(want.lower().split("e")[1]) if "e" in want.lower() else 1)
     return abs(w - g) <= max(2 * unit, 0.01 * abs(w))
+
+
+def _differing(shown: list[str], printed: list[str], i: int, j: int) -> int:
+    return len(number_differences(shown[i], printed[j]))
 
 
 def number_differences(want: str, got: str) -> list[str]:
@@ -226,7 +229,7 @@ def check_console(block: Block, cwd: Path):
         printed = [a for a in last.stdout.splitlines() if a.strip()]
         want = [normalise(e) if e.strip() != "..." else "..." for e in shown]
         pairs = aligned(want, [normalise(a) for a in printed],
-                        lambda i, j: len(number_differences(shown[i], printed[j])))  # fmt: skip
+                        functools.partial(_differing, shown, printed))  # fmt: skip
         assert pairs is not None, (
             f"{block.where()}: the output of `{command}` does not match the doc (numbers "
             f"masked).\n--- doc:\n" + "\n".join(expected) + "\n--- actual:\n" + last.stdout
