@@ -279,7 +279,8 @@ class Fit:
         """fit.json's record."""
         draws = len(next(iter(self.result.draws.values()), []))
         return fit_info(self.result, model=self.model_file, data=self.data_files, draws=draws,
-                        engine=self.engine, weighted=self.log_weights is not None)  # fmt: skip
+                        engine=self.engine, weighted=self.log_weights is not None,
+                        iterations=self.iterations)  # fmt: skip
 
     def report(self, max_rows: int = 60) -> str:
         """What `ppl fit` prints: the fit's header lines, families and the summary table."""

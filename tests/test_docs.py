@@ -139,6 +139,7 @@ def aligned(expected: list[str], actual: list[str],
     """The (expected, actual) index pairs of the lines that match, numbers masked, `...`
     standing for any run of lines, None when they do not match; of several ways, the one of
     least total `cost(i, j)` (the numbers that differ: `theta[1]` is paired with `theta[1]`)."""
+
     @functools.cache
     def best(i: int, j: int):
         if i == len(expected):
@@ -176,7 +177,7 @@ def _close(want: str, got: str) -> bool:
     if "." not in want + got and "e" not in (want + got).lower():
         return False  # counts (gradients, iterations, rows): exact
     digits = len(want.split(".")[1].split("e")[0].split("E")[0]) if "." in want else 0
-    unit = 10.0 ** -digits * (10.0 ** int(want.lower().split("e")[1]) if "e" in want.lower() else 1)
+    unit = 10.0**-digits * (10.0 ** int(want.lower().split("e")[1]) if "e" in want.lower() else 1)
     return abs(w - g) <= max(2 * unit, 0.01 * abs(w))
 
 

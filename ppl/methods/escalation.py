@@ -14,12 +14,14 @@ worse (`lambda ~ gamma(0.01, 1.01)`)."""
 
 from __future__ import annotations
 
+import copy
 import time
 
 import numpy as np
 
 from ppl.diagnostics.psis import GOOD, USABLE
 from ppl.errors import PplError
+from ppl.families.choice import FamilyPolicy
 from ppl.families.registry import GAUSSIAN
 from ppl.methods.collapse import (
     COLLAPSED_CANDIDATE,
@@ -121,7 +123,8 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
                 (last + 1 + i, e) for i, e in (q.elbo_trace or [(0, theirs)])
             ]
             how = {FLOW: FLOW_CANDIDATE, COLLAPSED: COLLAPSED_CANDIDATE,
-                   LAPLACE: COLLAPSED_CANDIDATE}.get(name, candidate)  # fmt: skip
+                   LAPLACE: COLLAPSED_CANDIDATE}.get(name)  # fmt: skip
+            how = how or gaussian_how(candidate, name)
             best = make_result(model, q, how, gaussian, log_joint, rng, draws=draws,
                                seed=first.seed, checked=checked,
                                seconds=time.perf_counter() - start + best.seconds,
@@ -298,6 +301,24 @@ DESCRIPTIONS = {
     LINEAR_RESPONSE: "the mean-field fit's means with J H^-1 J' as covariance",
     FULL_RANK: "L-BFGS on the ELBO over fixed draws",
     LOW_RANK: "L-BFGS on the ELBO over fixed draws",
+}
+
+
+def gaussian_how(candidate, name: str):
+    """The Method describing a kept Gaussian candidate: `candidate` (the full-rank one) or, for
+    a low-rank-plus-diagonal or linear-response Gaussian, one whose family lines and fit.json
+    "method" say so (they once said full-rank where the note said low-rank)."""
+    if name == FULL_RANK:
+        return candidate
+    how = copy.copy(candidate)
+    how.families = FamilyPolicy(gaussian=GAUSSIAN_LABELS[name])
+    how.fitted_as = "auto"
+    return how
+
+
+GAUSSIAN_LABELS = {
+    LOW_RANK: LOW_RANK,
+    LINEAR_RESPONSE: "Gaussian with the linear-response covariance (the mode's curvature)",
 }
 
 
