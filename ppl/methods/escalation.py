@@ -15,13 +15,13 @@ worse (`lambda ~ gamma(0.01, 1.01)`)."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 
 import numpy as np
 
 from ppl.diagnostics.psis import GOOD, USABLE
 from ppl.errors import PplError
-from ppl.families.choice import FamilyPolicy
 from ppl.families.registry import GAUSSIAN
 from ppl.methods.collapse import (
     COLLAPSED_CANDIDATE,
@@ -130,6 +130,7 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
                                seconds=time.perf_counter() - start + best.seconds,
                                refinement=first.refinement)  # fmt: skip
             best.description = f"auto, then a {name} ({_description(name, q)})"
+            best.kept = name
             _label(name, best, q)
         else:
             tried.append(f"a {name} ({q.grad_evals} gradient evaluations) was not better: "
@@ -311,7 +312,7 @@ def gaussian_how(candidate, name: str):
     if name == FULL_RANK:
         return candidate
     how = copy.copy(candidate)
-    how.families = FamilyPolicy(gaussian=GAUSSIAN_LABELS[name])
+    how.families = dataclasses.replace(candidate.families, gaussian=GAUSSIAN_LABELS[name])
     how.fitted_as = "auto"
     return how
 

@@ -33,6 +33,7 @@ class FitResult:
     rule_met: bool | None = None  # the method's own verdict, before ppl.diagnostics.trust's doubts
     how: object = None  # the ppl.methods.base.Method that describes the fit (ppl.outputs.report)
     iteration_cap: int | None = None  # --iter of the fit (ppl.pipeline), for its "ended by"
+    kept: str | None = None  # the candidate that beat the method's own fit (auto's), if one did
 
 
 def checked_draws(vi, log_joint, rng, draws: int):
