@@ -5,7 +5,9 @@ A fenced block's info string says what it is:
 - ``console``: ``$ `` lines are commands, run by bash from a scratch copy of the repository root
   (``models``, ``benchmarks``, ... linked in, so ``--output out/x`` lands in pytest's tmp_path);
   the lines after a command are its expected output (stdout and stderr as a terminal shows them),
-  compared with numbers masked and whitespace collapsed; ``...`` stands for any lines. A command
+  compared with numbers masked and whitespace collapsed, then number by number (counts exactly,
+  floats to their last printed digits; seconds, rates and memory not); ``...`` stands for any
+  lines. A command
   must exit 0 unless the next command is ``echo $?``, whose output is compared exactly.
 - ``sh``: each command is run the same way and must exit 0; its output is not compared.
 - ``sh setup``: not run (it installs); each line must be one of README.md's set-up commands.
@@ -480,3 +482,36 @@ def test_relative_links_resolve(doc: Path):
             headings = re.findall(r"^#+ (.+)$", prose(page), flags=re.M)
             slugs = {slug(h) for h in headings}
             assert anchor in slugs, f"{doc.name}: no heading #{anchor} in {page.name}"
+
+
+def _fitted_as_values() -> set[str]:
+    """Every name a fit can carry in fit.json's "method": the `fitted_as` of each Method in
+    ppl.methods (the --method choices, auto's roads and the candidates it may keep)."""
+    import importlib
+    import pkgutil
+
+    import ppl.methods
+    from ppl.methods.base import Method
+
+    names = {m.fitted_as for m in ppl.methods.METHODS.values()}
+    for info in pkgutil.iter_modules(ppl.methods.__path__):
+        module = importlib.import_module(f"ppl.methods.{info.name}")
+        names |= {v.fitted_as for v in vars(module).values() if isinstance(v, Method)}
+    return names
+
+
+def test_cli_doc_lists_fit_json_as_written():
+    """fit.json's row in cli.md names every field a fit writes and exactly the `method` values
+    a fit can carry (it once listed values never written and missed others)."""
+    import ppl
+
+    row = next(r for r in (DOCS / "cli.md").read_text().splitlines()
+               if r.startswith("| `fit.json` |"))  # fmt: skip
+    fit = ppl.Model("parameters { real mu; } model { mu ~ normal(0, 1); }").fit(
+        method="meanfield", iterations=200, progress=None
+    )
+    missing = [key for key in fit.info() if f"`{key}`" not in row]
+    assert not missing, f"docs/cli.md's fit.json row does not name {missing}"
+    said = row.split("`method` (", 1)[1].split("), `method_text`", 1)[0]
+    listed = set(re.findall(r"`(\w+)`", said))
+    assert listed == _fitted_as_values(), (listed, _fitted_as_values())
