@@ -31,7 +31,7 @@ import numpy as np  # noqa: E402
 from ppl import __version__  # noqa: E402
 from ppl.errors import FitError, PplError  # noqa: E402
 from ppl.inference.checkpoint import Interrupted  # noqa: E402
-from ppl.language.includes import default_include_paths  # noqa: E402
+from ppl.language.includes import default_include_paths, included_files  # noqa: E402
 from ppl.limits import LIMITS, Limits, interrupts_noted  # noqa: E402
 from ppl.methods import DEFAULTS, METHODS, FitOptions  # noqa: E402
 
@@ -474,6 +474,9 @@ def _checkpointer(args):
                "schedule", "stream", "chunk_rows", "engine", "set", "family", "optimizer",
                "estimator", "no_polish")  # fmt: skip
     fingerprint = {"model": file_fingerprint(args.model)}
+    included = included_files(args.model)  # with no #include, as before: old checkpoints resume
+    if included:
+        fingerprint["includes"] = [(f, file_fingerprint(f)) for f in included]
     fingerprint["data"] = [(os.path.basename(f), file_fingerprint(f)) for f in files]
     fingerprint.update({name: getattr(args, name) for name in shaping})
     resume = load(Path(args.resume), fingerprint) if args.resume else None

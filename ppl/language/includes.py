@@ -203,3 +203,13 @@ def _non_code_lines(text: str) -> set[int]:
             last = first + m.group(0).count("\n")
             out.update(range(first + 1, last + 1))
     return out
+
+
+def included_files(path: str, include_paths: Sequence[str] | None = None) -> list[str]:
+    """The files a model file includes, recursively, in order (a checkpoint's fingerprint
+    covers them too: a resumed fit of a model whose included file changed is refused)."""
+    text = read_limited(path, LIMITS.max_model_bytes, "model file").decode("utf-8", "replace")
+    if not has_directive(text):
+        return []
+    _, smap = expand(text, path, include_paths)
+    return [unit.name for unit in smap.units[1:]]

@@ -199,3 +199,17 @@ def test_a_misplaced_include_is_never_a_comment(line: str, message: str):
     with pytest.raises((ModelSyntaxError, ModelError), match=message) as err:
         model_from_text(f"parameters {{\n{line}\n}}\nmodel {{ }}\n", "m.stan")
     assert str(err.value).startswith("m.stan:2:")
+
+
+def test_resume_refuses_a_model_whose_included_file_changed(tree: Path):
+    """The checkpoint's fingerprint covers the included files, not only the model's own."""
+    from tests.cli.test_cli import run_main
+
+    (tree / "data.json").write_text('{"N": 2, "y": [0.5, 1.5]}')
+    base = ["fit", str(tree / "main.stan"), str(tree / "data.json"), "--method", "meanfield",
+            "--iter", "200", "--quiet", "--include-paths", str(tree / "shared")]  # fmt: skip
+    ckpt = tree / "fit.ckpt"
+    assert run_main([*base, "--checkpoint", str(ckpt)])[0] == 0
+    (tree / "sub" / "more.stan").write_text("real<lower=0.5> sigma;\n")
+    rc, _, err = run_main([*base, "--resume", str(ckpt)])
+    assert rc == 2 and "other inputs" in err and "includes" in err
