@@ -213,3 +213,13 @@ def test_resume_refuses_a_model_whose_included_file_changed(tree: Path):
     (tree / "sub" / "more.stan").write_text("real<lower=0.5> sigma;\n")
     rc, _, err = run_main([*base, "--resume", str(ckpt)])
     assert rc == 2 and "other inputs" in err and "includes" in err
+
+
+def test_a_broken_bound_in_an_included_file_names_its_line(tmp_path: Path):
+    (tmp_path / "td.stan").write_text("real a = 1;\nreal<lower=0> t = -a;\n")
+    (tmp_path / "m.stan").write_text(
+        'transformed data {\n#include "td.stan"\n}\nparameters { real mu; }\n'
+        "model { mu ~ normal(t, 1); }\n"
+    )
+    with pytest.raises(ppl.PplError, match=f"^{tmp_path}/td.stan:2: transformed data variable 't'"):
+        ppl.Model.from_file(tmp_path / "m.stan").compile({})
