@@ -194,8 +194,7 @@ class CompiledModel:
             bad = v < bound if which == "lower" else v > bound
             if np.any(bad):
                 raise ModelError(
-                    f"{self._where(decl)}: {label} variable "
-                    f"'{decl.name}' breaks its {which} bound"
+                    f"{self._where(decl)}: {label} variable '{decl.name}' breaks its {which} bound"
                 )
 
     def _layout(self) -> list[Latent]:
