@@ -16,7 +16,7 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -158,16 +158,21 @@ class Model:
     """A checked model; compiled once, fitted to any number of datasets."""
 
     @user_errors
-    def __init__(self, code: str, filename: str = "<model>") -> None:
-        self.checked = model_from_text(code, filename)
+    def __init__(self, code: str, filename: str = "<model>", *,
+                 include_paths: Sequence[str] | None = None) -> None:  # fmt: skip
+        """`include_paths`: where `#include` looks after `filename`'s directory (the current
+        one for "<model>")."""
+        self.checked = model_from_text(code, filename, include_paths)
         self.filename = filename
         self._specs = data_specs(self.checked)
 
     @classmethod
     @user_errors
-    def from_file(cls, path: str | os.PathLike) -> Model:
+    def from_file(
+        cls, path: str | os.PathLike, *, include_paths: Sequence[str] | None = None
+    ) -> Model:
         model = cls.__new__(cls)
-        model.checked = load_model(str(path))
+        model.checked = load_model(str(path), include_paths)
         model.filename = str(path)
         model._specs = data_specs(model.checked)
         return model
@@ -443,7 +448,8 @@ class Fit:
         """fit.json's record."""
         draws = len(next(iter(self.result.draws.values()), []))
         return fit_info(self.result, model=self.model_file, data=self.data_files, draws=draws,
-                        engine=self.engine, weighted=self.log_weights is not None)  # fmt: skip
+                        engine=self.engine, weighted=self.log_weights is not None,
+                        iterations=self.iterations)  # fmt: skip
 
     def report(self, max_rows: int = 60) -> str:
         """What `ppl fit` prints: the fit's header lines, families and the summary table."""

@@ -31,6 +31,7 @@ import numpy as np  # noqa: E402
 from ppl import __version__  # noqa: E402
 from ppl.errors import FitError, PplError  # noqa: E402
 from ppl.inference.checkpoint import Interrupted  # noqa: E402
+from ppl.language.includes import default_include_paths, included_files  # noqa: E402
 from ppl.limits import LIMITS, Limits, interrupts_noted  # noqa: E402
 from ppl.methods import DEFAULTS, METHODS, FitOptions  # noqa: E402
 
@@ -80,6 +81,13 @@ def _add_common(p):
         default=[],
         metavar="NAME=VALUE",
         help="give a scalar data value, e.g. --set N=10",
+    )
+    p.add_argument(
+        "--include-paths",
+        type=lambda text: [d for d in text.split(",") if d],
+        default=[],
+        metavar="DIR,...",
+        help='directories where `#include "file.stan"` looks after the including file\'s own',
     )
     p.add_argument(
         "--max-loop-iterations",
@@ -390,7 +398,7 @@ def _refine_draws(args) -> int:
 #: A terminal shows the fit's phases once it has run this long (seconds): a quicker fit shows
 #: nothing. In a log, a line per phase from LOG_AFTER seconds on.
 BAR_DELAY = 0.5
-LOG_AFTER = 10.0
+LOG_AFTER = float(os.environ.get("PPL_LOG_AFTER", "10"))  # the docs tests: inf, as a quick run
 
 
 def _progress_lines(quiet: bool):
@@ -469,6 +477,9 @@ def _checkpointer(args):
                "schedule", "stream", "chunk_rows", "engine", "set", "family", "optimizer",
                "estimator", "no_polish")  # fmt: skip
     fingerprint = {"model": file_fingerprint(args.model)}
+    included = included_files(args.model)  # with no #include, as before: old checkpoints resume
+    if included:
+        fingerprint["includes"] = [(f, file_fingerprint(f)) for f in included]
     fingerprint["data"] = [(os.path.basename(f), file_fingerprint(f)) for f in files]
     fingerprint.update({name: getattr(args, name) for name in shaping})
     resume = load(Path(args.resume), fingerprint) if args.resume else None
@@ -670,7 +681,7 @@ def _main(argv: list[str] | None, start: float) -> int:
     try:
         _validate_options(args)
         handler = {"fit": cmd_fit, "ir": cmd_ir, "check": cmd_check, "plot": cmd_plot}[args.command]
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), default_include_paths(getattr(args, "include_paths", [])):
             # numpy's and autograd's warnings are not for the user: what matters reaches them as
             # a fit's warnings or an error
             warnings.simplefilter("ignore")

@@ -61,6 +61,7 @@ def fit(model: CompiledModel, method: str = DEFAULTS["method"], **options) -> Fi
     if exact is not None:
         result.diagnostics["not_from_draws"] = exact(result)
     judge(result, log_joint, rng)  # after every method's afterthoughts (ppl.diagnostics.verdict)
+    result.iteration_cap = o.iterations
     return result
 
 

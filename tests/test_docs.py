@@ -5,7 +5,9 @@ A fenced block's info string says what it is:
 - ``console``: ``$ `` lines are commands, run by bash from a scratch copy of the repository root
   (``models``, ``benchmarks``, ... linked in, so ``--output out/x`` lands in pytest's tmp_path);
   the lines after a command are its expected output (stdout and stderr as a terminal shows them),
-  compared with numbers masked and whitespace collapsed; ``...`` stands for any lines. A command
+  compared with numbers masked and whitespace collapsed, then number by number (counts exactly,
+  floats to their last printed digits; seconds, rates and memory not); ``...`` stands for any
+  lines. A command
   must exit 0 unless the next command is ``echo $?``, whose output is compared exactly.
 - ``sh``: each command is run the same way and must exit 0; its output is not compared.
 - ``sh setup``: not run (it installs); each line must be one of README.md's set-up commands.
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import io
 import json
 import os
@@ -107,7 +110,10 @@ def workdir(tmp_path: Path) -> Path:
 
 
 def run(command: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONUNBUFFERED="1", COLUMNS="100")
+    # PPL_LOG_AFTER: no progress lines in a log however loaded the machine (a fit over 10 s
+    # prints them): the output a quiet machine gives
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONUNBUFFERED="1", COLUMNS="100",
+               PPL_LOG_AFTER="inf")  # fmt: skip
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.pop("PPL_DEBUG", None)
     return subprocess.run(
@@ -127,11 +133,69 @@ def normalise(line: str) -> str:
 
 def matches(expected: list[str], actual: list[str]) -> bool:
     """`expected` (with `...` for any run of lines) against `actual`, numbers masked."""
-    if not expected:
-        return not actual
-    if expected[0] == "...":
-        return any(matches(expected[1:], actual[k:]) for k in range(len(actual) + 1))
-    return bool(actual) and expected[0] == actual[0] and matches(expected[1:], actual[1:])
+    return aligned(expected, actual) is not None
+
+
+def aligned(expected: list[str], actual: list[str],
+            cost=lambda i, j: 0) -> list[tuple[int, int]] | None:  # fmt: skip
+    """The (expected, actual) index pairs of the lines that match, numbers masked, `...`
+    standing for any run of lines, None when they do not match; of several ways, the one of
+    least total `cost(i, j)` (the numbers that differ: `theta[1]` is paired with `theta[1]`)."""
+
+    @functools.cache
+    def best(i: int, j: int):
+        if i == len(expected):
+            return (0, ()) if j == len(actual) else None
+        if expected[i] == "...":
+            options = [best(i + 1, k) for k in range(j, len(actual) + 1)]
+            options = [o for o in options if o is not None]
+            return min(options, key=lambda o: o[0]) if options else None
+        if j == len(actual) or expected[i] != actual[j]:
+            return None
+        rest = best(i + 1, j + 1)
+        return None if rest is None else (rest[0] + cost(i, j), ((i, j), *rest[1]))
+
+    found = best(0, 0)
+    return None if found is None else list(found[1])
+
+
+#: what follows a number that the machine decides: seconds, rates, memory
+_MACHINE = re.compile(r"^\s*(?:s\b|ms\b|seconds?\b|s/|it/s|MiB|GiB|MB|GB|x faster|× )")
+
+
+def _machine_number(line: str, end: int) -> bool:
+    return bool(_MACHINE.match(line[end:]))
+
+
+def _close(want: str, got: str) -> bool:
+    """Equal as printed, or within two units of the last printed digit (a float printed to 6
+    digits that moved in its 6th on another CPU's BLAS)."""
+    if want == got:
+        return True
+    try:
+        w, g = float(want), float(got)
+    except ValueError:
+        return False
+    if "." not in want + got and "e" not in (want + got).lower():
+        return False  # counts (gradients, iterations, rows): exact
+    digits = len(want.split(".")[1].split("e")[0].split("E")[0]) if "." in want else 0
+    unit = 10.0**-digits * (10.0 ** int(want.lower().split("e")[1]) if "e" in want.lower() else 1)
+    return abs(w - g) <= max(2 * unit, 1e-4 * abs(w))
+
+
+def _differing(shown: list[str], printed: list[str], i: int, j: int) -> int:
+    return len(number_differences(shown[i], printed[j]))
+
+
+def number_differences(want: str, got: str) -> list[str]:
+    """The numbers of `want` (a doc's line) that `got` (the same line, run) prints otherwise,
+    machine-dependent ones (seconds, rates) left out."""
+    out = []
+    for w, g in zip(NUMBER.finditer(want), NUMBER.finditer(got), strict=False):
+        if _machine_number(want, w.end()) or _close(w.group(0), g.group(0)):
+            continue
+        out.append(f"{w.group(0)} -> {g.group(0)}")
+    return out
 
 
 def console_steps(text: str) -> list[tuple[str, list[str]]]:
@@ -164,11 +228,20 @@ def check_console(block: Block, cwd: Path):
         assert checked_by_next or last.returncode == 0, (
             f"{block.where()}: `{command}` exited {last.returncode}:\n{last.stdout}"
         )
-        want = [normalise(e) if e.strip() != "..." else "..." for e in expected if e.strip()]
-        got = [normalise(a) for a in last.stdout.splitlines() if a.strip()]
-        assert matches(want, got), (
-            f"{block.where()}: the output of `{command}` does not match the doc (numbers are not "
-            f"compared).\n--- doc:\n" + "\n".join(expected) + "\n--- actual:\n" + last.stdout
+        shown = [e for e in expected if e.strip()]
+        printed = [a for a in last.stdout.splitlines() if a.strip()]
+        want = [normalise(e) if e.strip() != "..." else "..." for e in shown]
+        pairs = aligned(want, [normalise(a) for a in printed],
+                        functools.partial(_differing, shown, printed))  # fmt: skip
+        assert pairs is not None, (
+            f"{block.where()}: the output of `{command}` does not match the doc (numbers "
+            f"masked).\n--- doc:\n" + "\n".join(expected) + "\n--- actual:\n" + last.stdout
+        )
+        stale = [f"  {shown[i].strip()}\n    {', '.join(d)}" for i, j in pairs
+                 if (d := number_differences(shown[i], printed[j]))]  # fmt: skip
+        assert not stale, (
+            f"{block.where()}: `{command}` prints other numbers than the doc (regenerate: "
+            f"python tests/docs_regen.py {block.doc.relative_to(ROOT)}):\n" + "\n".join(stale)
         )
 
 
@@ -409,3 +482,76 @@ def test_relative_links_resolve(doc: Path):
             headings = re.findall(r"^#+ (.+)$", prose(page), flags=re.M)
             slugs = {slug(h) for h in headings}
             assert anchor in slugs, f"{doc.name}: no heading #{anchor} in {page.name}"
+
+
+def _fitted_as_values() -> set[str]:
+    """Every name a fit can carry in fit.json's "method": the `fitted_as` of each Method in
+    ppl.methods (the --method choices, auto's roads and the candidates it may keep)."""
+    import importlib
+    import pkgutil
+
+    import ppl.methods
+    from ppl.methods.base import Method
+
+    names = {m.fitted_as for m in ppl.methods.METHODS.values()}
+    for info in pkgutil.iter_modules(ppl.methods.__path__):
+        module = importlib.import_module(f"ppl.methods.{info.name}")
+        names |= {v.fitted_as for v in vars(module).values() if isinstance(v, Method)}
+    return names
+
+
+def test_cli_doc_lists_fit_json_as_written():
+    """fit.json's row in cli.md names every field a fit writes and exactly the `method` values
+    a fit can carry (it once listed values never written and missed others)."""
+    import ppl
+
+    row = next(r for r in (DOCS / "cli.md").read_text().splitlines()
+               if r.startswith("| `fit.json` |"))  # fmt: skip
+    fit = ppl.Model("parameters { real mu; } model { mu ~ normal(0, 1); }").fit(
+        method="meanfield", iterations=200, progress=None
+    )
+    missing = [key for key in fit.info() if f"`{key}`" not in row]
+    assert not missing, f"docs/cli.md's fit.json row does not name {missing}"
+    said = row.split("`method` (", 1)[1].split("), `method_text`", 1)[0]
+    listed = set(re.findall(r"`(\w+)`", said))
+    assert listed == _fitted_as_values(), (listed, _fitted_as_values())
+
+
+def test_a_stale_number_in_a_console_block_is_found():
+    """The comparison the console blocks get: a count that moved (tutorial.md once said 33
+    gradients where the command printed 35) or an ELBO that moved is stale; seconds are the
+    machine's; a float within its last printed digits is the same number."""
+    doc = "method: auto (mode by L-BFGS in 33 gradients), 9203 gradient evaluations, 1.46 s"
+    run = "method: auto (mode by L-BFGS in 35 gradients), 9203 gradient evaluations, 19.2 s"
+    assert number_differences(doc, run) == ["33 -> 35"]
+    assert number_differences("ELBO: -109.899 (converged)", "ELBO: -109.901 (converged)") == []
+    assert number_differences("ELBO: -109.899 (converged)", "ELBO: -109.95 (converged)") != []
+    assert number_differences("k-hat 0.33, 2.4e-07", "k-hat 0.34, 2.5e-07") == []
+    shown = ["theta[1]  6.2", "...", "theta[8]  4.8"]
+    printed = ["theta[1]  6.2", "theta[2]  4.9", "theta[8]  4.8"]
+    want = [normalise(x) if x != "..." else x for x in shown]
+    pairs = aligned(want, [normalise(x) for x in printed],
+                    functools.partial(_differing, shown, printed))  # fmt: skip
+    assert pairs == [(0, 0), (2, 2)]  # theta[8] with theta[8], not with theta[2]
+
+
+def test_the_prose_quotes_the_stored_benchmark_run():
+    """README.md's and algorithms.md's posteriordb numbers are the stored run's
+    (benchmarks/results/accuracy_all.json, whose tables benchmarks/tables.py renders): README
+    once said every mean within 0.24 sd and a median of 515 gradients after the run said
+    otherwise."""
+    import statistics
+
+    run = json.loads((ROOT / "benchmarks" / "results" / "accuracy_all.json").read_text())
+    rows = [r for r in run["rows"] if r["suite"] == "posteriordb"]
+    good = [r for r in rows if r["class"] == "good"]
+    median = f"{statistics.median(r['grad_evals'] for r in rows):,g}"
+    worst = max(r["max_err"] for r in good)
+    others_flagged = all(r["verdict"] == "not reliable" for r in rows if r["class"] != "good")
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    said = (f"the posterior means of {len(good)} of the {len(rows)} within {worst:.2f} reference "
+            f"sd (the other's verdict says it is not reliable) with a median of {median} "
+            "gradient evaluations")  # fmt: skip
+    assert len(rows) - len(good) == 1 and others_flagged and said in readme, said
+    algorithms = " ".join((DOCS / "algorithms.md").read_text().split())
+    assert f"fell from a median of 21,540 to {median} on the posteriordb" in algorithms

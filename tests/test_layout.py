@@ -21,7 +21,10 @@ STAGES: list[tuple[str, list[str]]] = [
     # what every stage may use: errors, resource limits, the progress-callback protocol
     ("foundation", ["ppl", "ppl.errors", "ppl.limits", "ppl.progress", "ppl.safefiles"]),
     # the language's syntax and types: the library's signatures are written in these types
-    ("syntax", ["ppl.language.ast", "ppl.language.types", "ppl.language.parser"]),
+    (
+        "syntax",
+        ["ppl.language.ast", "ppl.language.types", "ppl.language.includes", "ppl.language.parser"],
+    ),
     # Stan's functions, distributions and transforms, with their signatures
     ("library", ["ppl.library"]),
     # the rest of the front end: the checker reads the library's signatures

@@ -106,10 +106,25 @@ def unreliable_text(result) -> str:
     (about q for faults of q, about the summaries for summaries too heavy-tailed for draws)."""
     faults = result.diagnostics["faults"]
     parts = [f"{', '.join(f['parameters']) or 'q'}: {f['how']} ({f['detail']})" for f in faults]
+    return f"the fit is not reliable: {'; '.join(parts)}. {_what_to_do(result)}"
+
+
+def advice(result) -> str | None:
+    """What to do about a fit judged not reliable, and only what the fit did not already do
+    (the record's "advice", ppl.outputs.record: the warning says the same); None for a fit
+    judged good or usable."""
+    if result.diagnostics.get("verdict") != "not reliable":
+        return None
+    return _what_to_do(result) or None
+
+
+def _what_to_do(result) -> str:
+    """Advice about q for faults of q, about the summaries for summaries too heavy-tailed."""
+    faults = result.diagnostics.get("faults") or []
     tails = [f for f in faults if f.get("how", "").startswith(TAIL_SD)]
-    advice = [_advice(result)] if len(tails) < len(faults) else []
-    advice += [tail_advice(result, f) for f in tails]
-    return f"the fit is not reliable: {'; '.join(parts)}. {' '.join(advice)}"
+    said = [_advice(result)] if len(tails) < len(faults) else []
+    said += [tail_advice(result, f) for f in tails]
+    return " ".join(said)
 
 
 def tail_advice(result, fault: dict) -> str:

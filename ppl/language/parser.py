@@ -8,6 +8,7 @@ import json
 import os
 import re
 import sys
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from lark import Lark, Transformer, v_args
 
 from ppl.errors import ModelSyntaxError
 from ppl.language import ast
+from ppl.language.includes import SourceMap, expand, has_directive
 from ppl.language.types import SPEC_KIND
 from ppl.limits import LIMITS, read_limited
 from ppl.safefiles import private_dir, read_trusted, write_atomic
@@ -470,12 +472,33 @@ def _describe_expected(expected: set[str]) -> str:
     return ", ".join(names)
 
 
+#: the source maps of the models read with #include, by (filename, expanded text): every error
+#: located in a model's text is located through its map, in the file the line came from
+_SOURCE_MAPS: dict[tuple[str, str], SourceMap] = {}
+
+
 def format_location(filename: str, source: str, line: int, col: int, message: str) -> str:
-    """`file:line:col: message`, the source line and a caret under the column."""
-    lines = source.splitlines()
-    text = lines[line - 1] if 0 < line <= len(lines) else ""
+    """`file:line:col: message`, the source line and a caret under the column (for a line that
+    came from an included file: that file's name and line, and the #includes that brought it)."""
+    smap = _SOURCE_MAPS.get((filename, source))
+    chain: list[str] = []
+    if smap is not None:
+        filename, line, text, chain = smap.locate(line)
+    else:
+        lines = source.splitlines()
+        text = lines[line - 1] if 0 < line <= len(lines) else ""
     caret = " " * (max(col, 1) - 1) + "^"
-    return f"{filename}:{line}:{col}: {message}\n    {text}\n    {caret}"
+    where = "".join(f"\n    included from {c}" for c in chain)
+    return f"{filename}:{line}:{col}: {message}\n    {text}\n    {caret}{where}"
+
+
+def locate(filename: str, source: str, line: int) -> str:
+    """`file:line` of `line` of a model's text (through its source map, if it has one)."""
+    smap = _SOURCE_MAPS.get((filename, source))
+    if smap is None:
+        return f"{filename}:{line}"
+    file, at, _, _ = smap.locate(line)
+    return f"{file}:{at}"
 
 
 # Stan constructs ppl does not parse, recognised in the statement where the parser stopped, so
@@ -554,9 +577,18 @@ def _check_statement_count(filename: str, source: str) -> None:
         )
 
 
-def parse(source: str, filename: str = "<model>") -> ast.Program:
-    """Parse model text; raises ModelSyntaxError with file:line:col, the line and a caret."""
+def parse(
+    source: str, filename: str = "<model>", include_paths: Sequence[str] | None = None
+) -> ast.Program:
+    """Parse model text; raises ModelSyntaxError with file:line:col, the line and a caret.
+    `#include` lines are replaced by the files they name (ppl.language.includes), searched next
+    to `filename`, then in `include_paths` (None: the CLI's --include-paths)."""
     source = source.removeprefix("\ufeff")  # a UTF-8 byte order mark, as CSV and JSON allow
+    if has_directive(source):
+        source, smap = expand(source, filename, include_paths)
+        if len(_SOURCE_MAPS) >= 64:
+            _SOURCE_MAPS.pop(next(iter(_SOURCE_MAPS)))
+        _SOURCE_MAPS[(filename, source)] = smap
     _check_statement_count(filename, source)
     try:
         tree = _lark().parse(source)
@@ -595,7 +627,7 @@ def parse(source: str, filename: str = "<model>") -> ast.Program:
         raise
 
 
-def parse_file(path: str) -> ast.Program:
+def parse_file(path: str, include_paths: Sequence[str] | None = None) -> ast.Program:
     """Read and parse a `.model` or `.stan` file."""
     try:
         source = read_limited(path, LIMITS.max_model_bytes, "model file").decode("utf-8")
@@ -603,4 +635,4 @@ def parse_file(path: str) -> ast.Program:
         raise ModelSyntaxError(f"{path}: model file not found") from None
     except (OSError, UnicodeDecodeError) as e:
         raise ModelSyntaxError(f"{path}: cannot read the model file ({e})") from None
-    return parse(source, path)
+    return parse(source, path, include_paths)

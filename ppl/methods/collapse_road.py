@@ -84,6 +84,7 @@ def exact_if_heavy(
         "integrated out exactly, their Gaussian conditional given the rest; a "
         f"grid on the other {q.polish['outer_dim']} coordinates)"
     )
+    best.kept = "collapsed q"
     label(best, q.polish["integrated"], outer_title(q))
     q.polish["answers"] = ["unbounded density"]
     best.notes[:0] = first.notes

@@ -14,6 +14,8 @@ worse (`lambda ~ gamma(0.01, 1.01)`)."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import time
 
 import numpy as np
@@ -121,12 +123,14 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
                 (last + 1 + i, e) for i, e in (q.elbo_trace or [(0, theirs)])
             ]
             how = {FLOW: FLOW_CANDIDATE, COLLAPSED: COLLAPSED_CANDIDATE,
-                   LAPLACE: COLLAPSED_CANDIDATE}.get(name, candidate)  # fmt: skip
+                   LAPLACE: COLLAPSED_CANDIDATE}.get(name)  # fmt: skip
+            how = how or gaussian_how(candidate, name)
             best = make_result(model, q, how, gaussian, log_joint, rng, draws=draws,
                                seed=first.seed, checked=checked,
                                seconds=time.perf_counter() - start + best.seconds,
                                refinement=first.refinement)  # fmt: skip
             best.description = f"auto, then a {name} ({_description(name, q)})"
+            best.kept = name
             _label(name, best, q)
         else:
             tried.append(f"a {name} ({q.grad_evals} gradient evaluations) was not better: "
@@ -298,6 +302,24 @@ DESCRIPTIONS = {
     LINEAR_RESPONSE: "the mean-field fit's means with J H^-1 J' as covariance",
     FULL_RANK: "L-BFGS on the ELBO over fixed draws",
     LOW_RANK: "L-BFGS on the ELBO over fixed draws",
+}
+
+
+def gaussian_how(candidate, name: str):
+    """The Method describing a kept Gaussian candidate: `candidate` (the full-rank one) or, for
+    a low-rank-plus-diagonal or linear-response Gaussian, one whose family lines and fit.json
+    "method" say so (they once said full-rank where the note said low-rank)."""
+    if name == FULL_RANK:
+        return candidate
+    how = copy.copy(candidate)
+    how.families = dataclasses.replace(candidate.families, gaussian=GAUSSIAN_LABELS[name])
+    how.fitted_as = "auto"
+    return how
+
+
+GAUSSIAN_LABELS = {
+    LOW_RANK: LOW_RANK,
+    LINEAR_RESPONSE: "Gaussian with the linear-response covariance (the mode's curvature)",
 }
 
 

@@ -105,6 +105,7 @@ def mixture_if_better(first: FitResult, log_joint, rng, options: FitOptions, *,
                        seed=first.seed, checked=checked, refinement=first.refinement,
                        seconds=first.seconds + time.perf_counter() - start)  # fmt: skip
     best.description = f"auto, then a mixture of {q.family.K} Gaussians ({DESCRIPTION})"
+    best.kept = f"mixture of {q.family.K} Gaussians"
     more = q.family.K - 2
     found = f" ({more} more found by {2 * MORE_STARTS} further mode searches)" if more else ""
     weights = ", ".join(f"{w:.3g}" for w in q.polish["weights"])

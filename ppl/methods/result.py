@@ -32,14 +32,15 @@ class FitResult:
     # (ppl.diagnostics.trust)
     rule_met: bool | None = None  # the method's own verdict, before ppl.diagnostics.trust's doubts
     how: object = None  # the ppl.methods.base.Method that describes the fit (ppl.outputs.report)
+    iteration_cap: int | None = None  # --iter of the fit (ppl.pipeline), for its "ended by"
+    kept: str | None = None  # the candidate that beat the method's own fit (auto's), if one did
 
 
 def checked_draws(vi, log_joint, rng, draws: int):
     """Draws of q on the unconstrained scale and their PSIS check against `log_joint`."""
     zeta = vi.sample(rng, draws)
-    diagnostics = check_fit(log_joint, vi.log_q, zeta)
-    diagnostics["ended_by"] = "stopping rule" if vi.converged else "iteration cap"
-    return zeta, diagnostics
+    # what ended the fit is the record's (ppl.outputs.record), said by the method that made it
+    return zeta, check_fit(log_joint, vi.log_q, zeta)
 
 
 def make_result(model, vi, how, chosen, log_joint, rng, *, draws, seed, seconds,

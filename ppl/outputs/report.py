@@ -5,6 +5,7 @@ say the same thing."""
 from __future__ import annotations
 
 from ppl.diagnostics.psis import USABLE
+from ppl.outputs import record
 from ppl.outputs.summary import exact_text
 
 
@@ -15,20 +16,17 @@ def method_text(result, rows: str = "") -> str:
     return result.how.method_text(result, rows)
 
 
-def ended_by(result, iterations: int) -> str:
-    """What stopped the fit, as it happened; then, when ppl.diagnostics.trust found the result
-    contradicts convergence, that it is not converged all the same."""
-    met = result.vi.converged if result.rule_met is None else result.rule_met
-    text = result.how.ended_by(result, met, iterations)
-    if result.doubts:
-        text += "; but NOT converged (see warnings)"
-    return text
+def ended_by(result, iterations: int | None = None) -> str:
+    """What stopped the fit (the record's: ppl.outputs.record)."""
+    return record.ended_by(result, iterations)
 
 
-def header_lines(result, *, iterations: int, rows: str = "") -> list[str]:
-    """The lines above the summary table: method, ELBO, what ended the fit, PSIS, notes."""
+def header_lines(result, *, iterations: int | None = None, rows: str = "") -> list[str]:
+    """The lines above the summary table: method, ELBO, what ended the fit, PSIS, notes (from
+    the fit's record, ppl.outputs.record, as fit.json's)."""
     vi = result.vi
-    lines = [f"method: {method_text(result, rows)}, {vi.iterations} iterations, "
+    said = record.fit_record(result, iterations=iterations, rows=rows)
+    lines = [f"method: {said['method_text']}, {vi.iterations} iterations, "
              f"{vi.grad_evals} gradient evaluations, {result.seconds:.2f} s"]  # fmt: skip
     polish = result.refinement or {}
     if polish.get("used"):
@@ -41,7 +39,7 @@ def header_lines(result, *, iterations: int, rows: str = "") -> list[str]:
     if result.elbo_rows:
         on = f"; estimated on a fixed sample of {result.elbo_rows[0]} of {result.elbo_rows[1]} rows"
     lines.append(f"ELBO: {vi.elbo:.6g} ({'converged' if vi.converged else 'NOT converged'}{on})")
-    lines.append(f"ended by: {ended_by(result, iterations)}")
+    lines.append(f"ended by: {said['ended_by']}")
     return lines
 
 
@@ -55,17 +53,19 @@ def diagnostics_lines(result) -> list[str]:
     more = f", k-hat from {diag['khat_draws']} draws" if diag.get("khat_draws") else ""
     lines = [f"PSIS k-hat: {diag['khat']:.2f} (<= 0.5 good, <= {threshold:.2f} usable, above "
              f"not reliable; {diag['draws']} draws{more}{mc})"]  # fmt: skip
-    lines.append(f"verdict: {verdict_text(result)}")
-    lines += [f"note: {note}" for note in result.notes]
+    said = record.fit_record(result)
+    lines.append(f"verdict: {verdict_text(said)}")
+    lines += [f"note: {note}" for note in said["notes"]]
     return lines
 
 
-def verdict_text(result) -> str:
-    """The verdict in one line: good | usable | not reliable, with the faults named."""
-    diag = result.diagnostics
-    faults = diag.get("faults") or []
-    named = "; ".join(f"{', '.join(f['parameters'])}: {f['how']}" for f in faults)
-    return f"{diag['verdict']}" + (f" ({named})" if named else "")
+def verdict_text(said) -> str:
+    """The verdict in one line: good | usable | not reliable, with the faults named (`said`: a
+    fit's record, or a result)."""
+    if not isinstance(said, dict):
+        said = record.fit_record(said)
+    named = "; ".join(f"{', '.join(f['parameters'])}: {f['how']}" for f in said["faults"])
+    return f"{said['verdict']}" + (f" ({named})" if named else "")
 
 
 PSIS_CORRECTED = (
@@ -113,13 +113,18 @@ PER_DRAW = ("log_weights", "log_p", "log_q", "judged", "warned")
 
 
 def fit_info(result, *, model: str, data: list[str], draws: int, engine: str = "embedded",
-             weighted: bool = False) -> dict:  # fmt: skip
-    """fit.json's record of the fit."""
+             weighted: bool = False, iterations: int | None = None) -> dict:  # fmt: skip
+    """fit.json's record of the fit: what the fit did is the record the console reads
+    (ppl.outputs.record)."""
     vi = result.vi
+    said = record.fit_record(result, iterations=iterations)
     return {
         "model": model,
         "data": list(data),
-        "method": result.method,
+        "method": said["method"],
+        "method_text": said["method_text"],
+        "kept": said["kept"],
+        "ended_by": said["ended_by"],
         "iterations": vi.iterations,
         "seconds": round(result.seconds, 4),
         "gradient_evaluations": vi.grad_evals,
@@ -128,17 +133,18 @@ def fit_info(result, *, model: str, data: list[str], draws: int, engine: str = "
         "psis": {k: v for k, v in result.diagnostics.items() if k not in PER_DRAW},
         "psis_weighted_summaries": weighted,
         "exact_summaries": exact_text(result, weighted=weighted),
-        "verdict": result.diagnostics.get("verdict"),
-        "faults": result.diagnostics.get("faults", []),
-        "notes": result.notes,
-        "converged": vi.converged,
+        "verdict": said["verdict"],
+        "faults": said["faults"],
+        "advice": said["advice"],
+        "notes": said["notes"],
+        "converged": said["converged"],
         "seed": result.seed,
         "engine": engine,
         "eta": vi.eta,
         "grad_samples": vi.grad_samples,
         "draws": draws,
         "warnings": result.warnings,
-        "families": result.families,
+        "families": said["families"],
         "polish": result.refinement,
         "variational_parameters": variational_parameters(result),
     }

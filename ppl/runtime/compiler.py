@@ -22,7 +22,7 @@ from ppl.ir.passes import ALL, lowered
 from ppl.ir.program import Program
 from ppl.language import ast
 from ppl.language.checker import CheckedProgram, decl_type
-from ppl.language.parser import format_location
+from ppl.language.parser import format_location, locate
 from ppl.language.types import SType, fast_ndim, fast_shape, sum_to_batch0
 from ppl.library.transforms import Identity, LowerBound, make_transform, transform_kind
 from ppl.runtime.evaluator import Evaluator
@@ -194,8 +194,7 @@ class CompiledModel:
             bad = v < bound if which == "lower" else v > bound
             if np.any(bad):
                 raise ModelError(
-                    f"{self.program.filename}:{decl.pos.line}: {label} variable "
-                    f"'{decl.name}' breaks its {which} bound"
+                    f"{self._where(decl)}: {label} variable '{decl.name}' breaks its {which} bound"
                 )
 
     def _layout(self) -> list[Latent]:
@@ -512,7 +511,8 @@ class CompiledModel:
         return None
 
     def _where(self, node) -> str:
-        return f"{self.program.filename}:{node.pos.line}"
+        """`file:line` of a node (in the included file it came from: ppl.language.includes)."""
+        return locate(self.program.filename, self.program.source, node.pos.line)
 
     def _describe_node(self, node) -> tuple[str, str]:
         if isinstance(node, ast.Decl):
