@@ -123,11 +123,18 @@ class Auto(CompositeMethod):
         """The road's notes, its richer Gaussians, and the warning of a flat direction."""
         polish = result.vi.polish
         flat = flat_direction(result.model, polish.get("precision"), polish.get("mode"))
-        if polish.get("gaussian_not_gamma"):
+        by_elbo = polish.get("family_race", {}).get("wins", [])
+        sharp = [n for n in polish.get("gaussian_not_gamma", []) if n not in by_elbo]
+        if sharp:
             result.notes.append(
-                f"auto: {', '.join(polish['gaussian_not_gamma'])}: a Gaussian on the log scale, "
+                f"auto: {', '.join(sharp)}: a Gaussian on the log scale, "
                 "not a gamma: the posterior at the mode is too concentrated for the gamma "
                 "family (a shape beyond 2.5e7)")  # fmt: skip
+        if by_elbo:
+            result.notes.append(
+                f"auto: {', '.join(by_elbo)}: a Gaussian on the log scale, not a gamma: its "
+                "ELBO at the mode is higher (the posterior leans right on the log scale)"
+            )
         if polish.get("restarts"):
             result.notes.append(
                 f"auto: the road from the initial point ended with a non-finite ELBO; "
