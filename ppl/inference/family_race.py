@@ -67,7 +67,20 @@ def gaussian_wins(log_joint: Callable, blocks: list[Block], dim: int, mode: np.n
         scores[block.name] = (gain, se)
         if gain > RACE_SE * se:
             wins.append(block.name)
-    return {"wins": wins, "scores": scores}
+    return {"wins": wins + _ties(raced, wins, scores), "scores": scores}
+
+
+def _ties(raced: list[Block], wins: list[str], scores: dict) -> list[str]:
+    """The raced latents that tie (the Gaussian not lower by RACE_SE standard errors) where
+    the winners hold most of the raced coordinates: with them q is Gaussian throughout and its
+    road one round of whitened draws (the GP regression example's alpha and sigma, ties, kept
+    the gamma's rounds of 8, 32, 128 ... draws for the two of them)."""
+    won = sum(b.size for b in raced if b.name in wins)
+    if not wins or 2 * won <= sum(b.size for b in raced):
+        return []
+    rest = [b.name for b in raced if b.name not in wins]
+    tied = [n for n in rest if n in scores and scores[n][0] > -RACE_SE * scores[n][1]]
+    return tied if len(tied) == len(rest) else []
 
 
 def log_scale_choice(log_joint: Callable, blocks: list[Block], mode: np.ndarray, sd: np.ndarray,

@@ -56,3 +56,36 @@ def test_only_gamma_blocks_are_raced():
     race = gaussian_wins(_log_joint("inv_gamma", 3.0, 2.0), [Block("x", GAMMA, 0, 1)], 1,
                          np.zeros(1), np.ones(1), 0, skip=["x"])  # fmt: skip
     assert race == {"wins": [], "scores": {}}
+
+
+def _two_blocks(size_x: int, a_y: float):
+    """x: size_x inverse-gamma(3, 2) coordinates (the Gaussian wins); y: one gamma(a_y, a_y)."""
+
+    def log_joint(zeta):
+        x, y = zeta[:, :size_x], zeta[:, size_x]
+        return anp.sum(-3.0 * x - 2.0 * anp.exp(-x), axis=1) + a_y * y - a_y * anp.exp(y)
+
+    mode = np.append(np.full(size_x, np.log(2 / 3)), 0.0)
+    sd = np.append(np.full(size_x, 1 / np.sqrt(3)), 1 / np.sqrt(a_y))
+    blocks = [Block("x", GAMMA, 0, size_x), Block("y", GAMMA, size_x, 1)]
+    return gaussian_wins(log_joint, blocks, size_x + 1, mode, sd, 0)
+
+
+def test_a_tie_follows_the_winners_when_they_hold_most_coordinates():
+    race = _two_blocks(8, 400.0)  # y nearly Gaussian on the log scale: a tie
+    gain, se = race["scores"]["y"]
+    assert abs(gain) < 2 * se
+    assert race["wins"] == ["x", "y"]  # q Gaussian throughout: one round of whitened draws
+
+
+def test_a_tie_keeps_its_gamma_where_the_gamma_blocks_are_most():
+    def log_joint(zeta):
+        x, y = zeta[:, :8], zeta[:, 8:]
+        return anp.sum(-3.0 * x - 2.0 * anp.exp(-x), axis=1) + anp.sum(
+            400 * y - 400 * anp.exp(y), 1
+        )
+
+    mode = np.append(np.full(8, np.log(2 / 3)), np.zeros(9))
+    sd = np.append(np.full(8, 1 / np.sqrt(3)), np.full(9, 0.05))
+    blocks = [Block("x", GAMMA, 0, 8), Block("y", GAMMA, 8, 9)]
+    assert gaussian_wins(log_joint, blocks, 17, mode, sd, 0)["wins"] == ["x"]
