@@ -46,18 +46,19 @@ def gaussian_wins(log_joint: Callable, blocks: list[Block], dim: int, mode: np.n
                   sd: np.ndarray, seed: int, skip: list[str] = (),
                   run: bool = True) -> dict:  # fmt: skip
     """{"wins": the gamma-family latents (not in `skip`) whose Gaussian on the log scale has
-    the higher ELBO at the mode (see the module's docstring), "scores": per raced latent the
-    mean paired difference (Gaussian - gamma) and its standard error}; no race unless `run`
-    (the caller's: a mode that is no suspect, with its Hessian)."""
+    the higher ELBO at the mode (see the module's docstring), and the ties that join them
+    (_ties), "ties": those, "scores": per raced latent the mean paired difference (Gaussian -
+    gamma) and its standard error}; no race unless `run` (the caller's: a mode that is no
+    suspect, with its Hessian)."""
     blocks = [replace(b, family=GAUSSIAN) if b.name in skip else b for b in blocks]
     raced = [b for b in blocks if FAMILIES[b.family].warm_started][:RACE_MAX_LATENTS]
     wins, scores = [], {}
     if not run or not raced or not (np.all(np.isfinite(mode)) and np.all(np.isfinite(sd))):
-        return {"wins": wins, "scores": scores}
+        return {"wins": wins, "ties": [], "scores": scores}
     eps = whitened_draws(RACE_DRAWS, dim, seed)
     base = _terms(log_joint, blocks, dim, mode, sd, eps)
     if not np.all(np.isfinite(base)):
-        return {"wins": wins, "scores": scores}
+        return {"wins": wins, "ties": [], "scores": scores}
     for block in raced:
         other = [replace(b, family=GAUSSIAN) if b.name == block.name else b for b in blocks]
         diff = _terms(log_joint, other, dim, mode, sd, eps) - base
@@ -67,7 +68,8 @@ def gaussian_wins(log_joint: Callable, blocks: list[Block], dim: int, mode: np.n
         scores[block.name] = (gain, se)
         if gain > RACE_SE * se:
             wins.append(block.name)
-    return {"wins": wins + _ties(raced, wins, scores), "scores": scores}
+    ties = _ties(raced, wins, scores)
+    return {"wins": wins + ties, "ties": ties, "scores": scores}
 
 
 def _ties(raced: list[Block], wins: list[str], scores: dict) -> list[str]:

@@ -52,10 +52,10 @@ def test_a_gamma_posterior_keeps_the_gamma():
 def test_only_gamma_blocks_are_raced():
     race = gaussian_wins(_log_joint("inv_gamma", 3.0, 2.0), [Block("x", GAUSSIAN, 0, 1)], 1,
                          np.zeros(1), np.ones(1), 0)  # fmt: skip
-    assert race == {"wins": [], "scores": {}}
+    assert race == {"wins": [], "ties": [], "scores": {}}
     race = gaussian_wins(_log_joint("inv_gamma", 3.0, 2.0), [Block("x", GAMMA, 0, 1)], 1,
                          np.zeros(1), np.ones(1), 0, skip=["x"])  # fmt: skip
-    assert race == {"wins": [], "scores": {}}
+    assert race == {"wins": [], "ties": [], "scores": {}}
 
 
 def _two_blocks(size_x: int, a_y: float):
@@ -76,6 +76,7 @@ def test_a_tie_follows_the_winners_when_they_hold_most_coordinates():
     gain, se = race["scores"]["y"]
     assert abs(gain) < 2 * se
     assert race["wins"] == ["x", "y"]  # q Gaussian throughout: one round of whitened draws
+    assert race["ties"] == ["y"]
 
 
 def test_a_tie_keeps_its_gamma_where_the_gamma_blocks_are_most():
