@@ -98,3 +98,23 @@ def log_scale_choice(log_joint: Callable, blocks: list[Block], mode: np.ndarray,
     switched = too_sharp + record["wins"]
     blocks = [replace(b, family=GAUSSIAN) if b.name in switched else b for b in blocks]
     return blocks, switched, record
+
+
+def log_scale_notes(polish: dict) -> list[str]:
+    """The fit's notes on the positive latents that got a Gaussian on the log scale (the
+    road's record `polish`: "gaussian_not_gamma", "family_race"), and why."""
+    race = polish.get("family_race") or {}
+    ties, by_elbo = race.get("ties", []), race.get("wins", [])
+    won = [n for n in by_elbo if n not in ties]
+    sharp = [n for n in polish.get("gaussian_not_gamma", []) if n not in by_elbo]
+    notes = []
+    if sharp:
+        notes.append(f"auto: {', '.join(sharp)}: a Gaussian on the log scale, not a gamma: the "
+                     "posterior at the mode is too concentrated for the gamma family (a shape "
+                     "beyond 2.5e7)")  # fmt: skip
+    if won:
+        tied = f"; {', '.join(ties)} too (a tie: q is then Gaussian throughout)" if ties else ""
+        notes.append(f"auto: {', '.join(won)}: a Gaussian on the log scale, not a gamma: its "
+                     "ELBO at the mode is higher (the posterior leans right on the log scale)"
+                     + tied)  # fmt: skip
+    return notes

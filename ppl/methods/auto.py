@@ -123,22 +123,9 @@ class Auto(CompositeMethod):
         """The road's notes, its richer Gaussians, and the warning of a flat direction."""
         polish = result.vi.polish
         flat = flat_direction(result.model, polish.get("precision"), polish.get("mode"))
-        race = polish.get("family_race", {})
-        by_elbo = race.get("wins", [])
-        ties = race.get("ties", [])
-        sharp = [n for n in polish.get("gaussian_not_gamma", []) if n not in by_elbo]
-        if sharp:
-            result.notes.append(
-                f"auto: {', '.join(sharp)}: a Gaussian on the log scale, "
-                "not a gamma: the posterior at the mode is too concentrated for the gamma "
-                "family (a shape beyond 2.5e7)")  # fmt: skip
-        if by_elbo:
-            won = [n for n in by_elbo if n not in ties]
-            result.notes.append(
-                f"auto: {', '.join(won)}: a Gaussian on the log scale, not a gamma: its ELBO at "
-                "the mode is higher (the posterior leans right on the log scale)"
-                + (f"; {', '.join(ties)} too (a tie: q is then Gaussian throughout)" if ties
-                   else ""))  # fmt: skip
+        from ppl.inference.family_race import log_scale_notes
+
+        result.notes.extend(log_scale_notes(polish))  # which positive latents are not gamma
         if polish.get("restarts"):
             result.notes.append(
                 f"auto: the road from the initial point ended with a non-finite ELBO; "

@@ -8,7 +8,7 @@ import autograd.numpy as anp
 import numpy as np
 
 from ppl.families.registry import GAUSSIAN
-from ppl.inference.family_race import gaussian_wins
+from ppl.inference.family_race import gaussian_wins, log_scale_notes
 from ppl.inference.sgvb import Block
 
 GAMMA = "gamma"
@@ -90,3 +90,12 @@ def test_a_tie_keeps_its_gamma_where_the_gamma_blocks_are_most():
     sd = np.append(np.full(8, 1 / np.sqrt(3)), np.full(9, 0.05))
     blocks = [Block("x", GAMMA, 0, 8), Block("y", GAMMA, 8, 9)]
     assert gaussian_wins(log_joint, blocks, 17, mode, sd, 0)["wins"] == ["x"]
+
+
+def test_the_notes_name_winners_ties_and_sharp_latents_apart():
+    polish = {"gaussian_not_gamma": ["s", "rho", "alpha"],
+              "family_race": {"wins": ["rho", "alpha"], "ties": ["alpha"]}}  # fmt: skip
+    sharp, race = log_scale_notes(polish)
+    assert sharp.startswith("auto: s: ") and "too concentrated" in sharp
+    assert race.startswith("auto: rho: ") and "alpha too (a tie" in race
+    assert log_scale_notes({}) == []
