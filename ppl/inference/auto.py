@@ -22,8 +22,9 @@ import numpy as np
 
 from ppl.families.gaussian import FullRankGaussian
 from ppl.families.lowrank import LowRankGaussian, initial_factor
-from ppl.families.registry import FAMILIES, GAUSSIAN
+from ppl.families.registry import FAMILIES
 from ppl.inference.draws import fixed_normal_draws
+from ppl.inference.family_race import log_scale_choice
 from ppl.inference.hessian import hessian_by_hvp
 from ppl.inference.mode import find_mode
 from ppl.inference.result import VIResult
@@ -133,9 +134,8 @@ def fit_auto(
     curvature = np.diag(precision) if precision is not None else np.ones(dim)
     with np.errstate(divide="ignore"):
         sd = np.where(curvature > 0, 1.0 / np.sqrt(np.abs(curvature)), 1.0)
-    too_sharp = [b.name for b in blocks if FAMILIES[b.family].warm_started
-                 and np.min(sd[b.offset : b.offset + b.size]) < GAMMA_MIN_LOG_SD]  # fmt: skip
-    blocks = [replace(b, family=GAUSSIAN) if b.name in too_sharp else b for b in blocks]
+    blocks, not_gamma, race = log_scale_choice(log_joint, blocks, mode.point, sd, seed + 5,
+        GAMMA_MIN_LOG_SD, suspect is None and precision is not None)  # fmt: skip
     family = MixedFamily(blocks, dim)
     starts = {
         "mode": family.from_gaussian(mode.point, sd),
@@ -193,7 +193,8 @@ def fit_auto(
             "budget_spent": spent >= max_evals or mode.spent,
             "mode": mode.point,
             "precision": precision,
-            "gaussian_not_gamma": too_sharp,
+            "gaussian_not_gamma": not_gamma,
+            "family_race": race,
         }
     )
     return result

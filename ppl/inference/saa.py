@@ -24,6 +24,7 @@ from autograd import grad, value_and_grad
 from autograd.tracer import getval
 
 from ppl.families.gamma import LOG_X_FLOOR
+from ppl.inference.chunked import chunked
 from ppl.inference.deterministic import guarded_mean, minimise, reached_optimum
 from ppl.inference.draws import fixed_normal_draws
 from ppl.inference.pair_scale import PairScale
@@ -195,7 +196,7 @@ def fit_fixed_draws(
     `max_evals` gradient evaluations at most (about: a line search may end past it), after
     which q is where the solve was, not converged."""
     start = time.perf_counter()
-    log_joint = floor_extended(log_joint, family)
+    log_joint = floor_extended(chunked(log_joint), family)  # (chunked: large per-draw arrays)
     theta = np.array(theta0, dtype=float)
     trace: list[tuple[int, float]] = []
     rounds: list[dict] = []

@@ -38,7 +38,7 @@ from ppl.library.function_registry import (
     register,
     type_axes,
 )
-from ppl.library.gp_kernels import exp_quad
+from ppl.library.gp_kernels import add_to_diagonal, exp_quad
 from ppl.limits import INT_RANGE
 
 # ---- type rules ----------------------------------------------------------------------------------
@@ -686,14 +686,11 @@ def _diag_post_multiply(args, types):
 
 
 def _add_diag(args, types):
-    m, d = args
-    k = fast_shape(m)[-1]
+    m, d = args[0], to_array(args[1])
     if types[1].is_scalar:
-        d = np.reshape(to_array(d), fast_shape(to_array(d)) + (1, 1)) * onp.eye(k)
-    else:
-        d = d[..., :, None] * onp.eye(k)
-    m, d = align_batch([m, d], [2, 2])
-    return m + d
+        d = np.reshape(d, fast_shape(d) + (1,))
+    m, d = align_batch([m, d], [2, 1])
+    return add_to_diagonal(m, d)  # one copy of m (ppl.library.gp_kernels)
 
 
 register("add_diag", fixed(MATRIX), _add_diag, nargs=(2,))

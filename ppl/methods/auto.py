@@ -123,11 +123,9 @@ class Auto(CompositeMethod):
         """The road's notes, its richer Gaussians, and the warning of a flat direction."""
         polish = result.vi.polish
         flat = flat_direction(result.model, polish.get("precision"), polish.get("mode"))
-        if polish.get("gaussian_not_gamma"):
-            result.notes.append(
-                f"auto: {', '.join(polish['gaussian_not_gamma'])}: a Gaussian on the log scale, "
-                "not a gamma: the posterior at the mode is too concentrated for the gamma "
-                "family (a shape beyond 2.5e7)")  # fmt: skip
+        from ppl.inference.family_race import log_scale_notes
+
+        result.notes.extend(log_scale_notes(polish))  # which positive latents are not gamma
         if polish.get("restarts"):
             result.notes.append(
                 f"auto: the road from the initial point ended with a non-finite ELBO; "

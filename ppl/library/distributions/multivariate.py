@@ -7,7 +7,13 @@ from typing import Any
 import autograd.numpy as np
 import numpy as onp
 
-from ppl.library.cholesky_ops import cholesky, log_diagonal, solve_lower, solve_lower_vector
+from ppl.library.cholesky_ops import (
+    cholesky,
+    gaussian_quad,
+    log_diagonal,
+    solve_lower,
+    solve_lower_vector,
+)
 from ppl.library.special import betaln, gammaln
 
 from .base import LOG_2, LOG_2PI, LOG_PI, Distribution, batch_shape, raw, safe, where, where_support
@@ -34,9 +40,9 @@ def _mvn_cholesky_lp(y: Any, mu: Any, L: Any) -> Any:
         return where_support(ok, _mvn_cholesky_lp(y, mu, L))
     diff = y - mu
     K = np.shape(diff)[-1]
-    z = solve_lower_vector(L, diff)  # triangular (solve_lower broadcasts and un-broadcasts)
-    log_det = np.sum(log_diagonal(L), axis=-1)
-    return -0.5 * np.sum(z * z, axis=-1) - log_det - 0.5 * K * LOG_2PI
+    # one primitive (triangular solves, broadcasting): its reverse rule lets a factor from
+    # cholesky_decompose skip the general Cholesky rule (ppl.library.cholesky_ops)
+    return gaussian_quad(diff, L) - 0.5 * K * LOG_2PI
 
 
 def _mvn_draw(rng: onp.random.Generator, mu: onp.ndarray, L: onp.ndarray, size: Any) -> onp.ndarray:
