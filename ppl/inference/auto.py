@@ -175,8 +175,8 @@ def fit_auto(
         result.family, result.theta = family, np.asarray(coordinates.theta(result.theta))
         solved[name] = result
     eps = whitened_draws(COMPARE_DRAWS, dim, seed + 11) if len(solved) > 1 else None
-    compared = {} if eps is None else {n: elbo_on(log_joint, family, r.theta, eps)
-                                       for n, r in solved.items()}  # fmt: skip
+    compared = {} if eps is None else {n: elbo_on(log_joint, family, solved[n].theta, eps)
+                                       for n in starts if n in solved}  # fmt: skip
     chosen = max(compared, key=lambda k: compared[k]) if compared else names[0]
     result = solved[chosen]
     result.grad_evals = spent
