@@ -27,6 +27,7 @@ from ppl.inference.draws import fixed_normal_draws
 from ppl.inference.family_race import log_scale_choice
 from ppl.inference.hessian import hessian_by_hvp
 from ppl.inference.mode import find_mode
+from ppl.inference.race import Rival
 from ppl.inference.result import VIResult
 from ppl.inference.saa import (
     FIRST_DRAWS,
@@ -87,9 +88,11 @@ GRADIENT_BUDGET = 50_000
 MODE_MAX_ITER = 400
 #: Draws on which the candidate starts' solved fits are compared.
 COMPARE_DRAWS = 256
-#: Where the mode is a suspect, each start's solve gets 1/SUSPECT_RACE of its even share: the
+#: Where the mode is a suspect, each start's solve gets 1/SUSPECT_RACE of the gradients left: the
 #: escalation after it (a collapse, where the spike integrates away) needs the rest (measurement
-#: error's two solves spent 30,000 of the 50,000 gradients and its collapse ran out).
+#: error's two solves spent 30,000 of the 50,000 gradients and its collapse ran out). The first
+#: (the higher on the probe) gets as much as the second: the second stops where it cannot catch
+#: the first (ppl.inference.race).
 SUSPECT_RACE = 4
 
 
@@ -152,31 +155,29 @@ def fit_auto(
     if suspect is not None:
         # the mode is a suspect: both starts are solved, on the same draws, and the higher
         # final ELBO wins (on the measurement-error model the mode's Gaussian ended 140 nats
-        # below the plain start's fit)
-        names = ["mode", "initial point"]
+        # below the plain start's fit); the higher on the probe first (ppl.inference.race)
+        names = sorted(["mode", "initial point"], key=lambda k: -scores[k])
     else:
         names = [max(scores, key=lambda k: scores[k])]
     solved = {}
-    for k, name in enumerate(names):
-        share = (max_evals - spent) // (len(names) - k) // (SUSPECT_RACE if suspect else 1)
+    for name in names:
+        share = (max_evals - spent) // (SUSPECT_RACE if suspect else 1)
         if solved and share < 2 * first:
             break
         start_phase(progress, f"the fit from the {name} start")
         coordinates = Preconditioned(family, starts[name], precision)
+        rival = Rival(solved[names[0]].polish["rounds"][0]["elbo"]) if solved else None
         result = fit_fixed_draws(log_joint, coordinates, np.zeros(coordinates.size), seed=seed,
-                                 first_draws=first, progress=progress,
+                                 first_draws=first, progress=progress, rival=rival,
                                  max_iter=capped(1000, max_iter), max_evals=share)  # fmt: skip
         spent += result.grad_evals
         result.polish["coordinates"], result.polish["optimum"] = coordinates, result.theta
         result.family, result.theta = family, np.asarray(coordinates.theta(result.theta))
         solved[name] = result
-    compared = {}
-    if len(solved) > 1:
-        eps = whitened_draws(COMPARE_DRAWS, dim, seed + 11)
-        compared = {n: elbo_on(log_joint, family, r.theta, eps) for n, r in solved.items()}
-        chosen = max(compared, key=lambda k: compared[k])
-    else:
-        chosen = names[0]
+    eps = whitened_draws(COMPARE_DRAWS, dim, seed + 11) if len(solved) > 1 else None
+    compared = {} if eps is None else {n: elbo_on(log_joint, family, solved[n].theta, eps)
+                                       for n in starts if n in solved}  # fmt: skip
+    chosen = max(compared, key=lambda k: compared[k]) if compared else names[0]
     result = solved[chosen]
     result.grad_evals = spent
     result.polish.update(
@@ -188,6 +189,7 @@ def fit_auto(
             "start": chosen,
             "probe_elbo": scores,
             "compared_elbo": compared,
+            "hopeless": [n for n, r in solved.items() if r.polish["hopeless"]],
             "suspect": suspect,
             "second_mode": second,
             "budget_spent": spent >= max_evals or mode.spent,

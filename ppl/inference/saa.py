@@ -28,6 +28,7 @@ from ppl.inference.chunked import chunked
 from ppl.inference.deterministic import guarded_mean, minimise, reached_optimum
 from ppl.inference.draws import fixed_normal_draws
 from ppl.inference.pair_scale import PairScale
+from ppl.inference.race import Race, Rival
 from ppl.inference.sgvb import MixedFamily, SGVBResult
 from ppl.progress import start_phase
 
@@ -191,10 +192,12 @@ def fit_fixed_draws(
     max_iter: int = 1000,
     progress: Callable[[int, float | None], None] | None = None,
     max_evals: int | None = None,
+    rival: Rival | None = None,
 ) -> SGVBResult:
     """Maximise the fixed-draw ELBO over q's parameters, growing the draws until q settles;
     `max_evals` gradient evaluations at most (about: a line search may end past it), after
-    which q is where the solve was, not converged."""
+    which q is where the solve was, not converged; with a `rival` (ppl.inference.race) the
+    first round stops once it cannot catch it (polish["hopeless"])."""
     start = time.perf_counter()
     log_joint = floor_extended(chunked(log_joint), family)  # (chunked: large per-draw arrays)
     theta = np.array(theta0, dtype=float)
@@ -206,6 +209,7 @@ def fit_fixed_draws(
     round_seed = seed
     controls = len(getattr(family, "control_columns", lambda: [])()) > 0
     eps = whitened_draws(first_draws, family.dim, round_seed)
+    race = Race(rival, counter, first_draws, max_iter, max_evals)
 
     budget_ended = False
 
@@ -219,17 +223,20 @@ def fit_fixed_draws(
 
         def step(nit: int, value: float) -> None:
             trace.append((done + nit, -float(value)))  # noqa: B023 - this round's solve
+            race.seen(done + nit, -float(value), rounds)  # noqa: B023
             if progress is not None:
                 progress(done + nit, -float(value))  # noqa: B023
 
         mark = len(trace)
         solve = NaturalSolve(log_joint, family, eps, counter, max_iter, first_draws / len(eps),
-                             step, spent)  # fmt: skip
+                             step, race.stop(spent, rounds))  # fmt: skip
         objective, opt, best, value = solve(theta, controls)
-        if controls and best is not None and _exploited(log_joint, family, before, best, seed):
+        if controls and best is not None and not race.lost \
+                and _exploited(log_joint, family, before, best, seed):  # fmt: skip
             # the fixed coefficients let the optimiser game the control variates: drop them
             controls = False
             del trace[mark:]
+            race.reset()
             objective, opt, best, value = solve(theta, controls)
         iterations += int(opt.nit)
         if best is not None:
@@ -243,7 +250,7 @@ def fit_fixed_draws(
         if moved <= MOVE_TOL:
             settled = True
             break
-        if not np.isfinite(value) or spent():
+        if not np.isfinite(value) or spent() or race.lost:
             break
         round_seed += 1
         if max_evals is not None and counter["evals"] + len(eps) * GROWTH > max_evals:
@@ -262,23 +269,27 @@ def fit_fixed_draws(
         if predicted <= MOVE_TOL:
             settled = True
             break
-    warnings = []
-    if spent() or budget_ended:
-        settled = False
-        warnings.append(
-            f"the gradient budget ({max_evals} evaluations for this solve) ended it before the "
-            "fixed-draw ELBO's optimum was reached: q is not converged")  # fmt: skip
-    elif not settled and np.isfinite(value) and len(rounds) > 1:
-        warnings.append(
-            f"the fixed-draw ELBO's optimum still moved by {rounds[-1]['moved']:.2g} sd when "
-            f"the draws grew to {rounds[-1]['draws']}; q carries Monte Carlo error of that order"
-        )
+    settled = settled and not (spent() or budget_ended)
+    warnings = _warnings(spent() or budget_ended, settled, value, rounds, max_evals)
     result = SGVBResult(family, theta, trace, -float(value), iterations, counter["evals"],
                         converged and settled, "L-BFGS",
                         time.perf_counter() - start, warnings, rounds[-1]["draws"])  # fmt: skip
     result.polish = {"rounds": rounds, "objective": objective, "evaluations": counter,
-                     "budget_spent": spent() or budget_ended}  # fmt: skip
+                     "budget_spent": spent() or budget_ended, "hopeless": race.lost}  # fmt: skip
     return result
+
+
+def _warnings(budget_ended: bool, settled: bool, value: float, rounds: list,
+              max_evals: int | None) -> list[str]:  # fmt: skip
+    """What a fixed-draw fit says when it did not settle."""
+    if budget_ended:
+        return [f"the gradient budget ({max_evals} evaluations for this solve) ended it before "
+                "the fixed-draw ELBO's optimum was reached: q is not converged"]  # fmt: skip
+    if not settled and np.isfinite(value) and len(rounds) > 1:
+        return [f"the fixed-draw ELBO's optimum still moved by {rounds[-1]['moved']:.2g} sd when "
+                f"the draws grew to {rounds[-1]['draws']}; q carries Monte Carlo error of that "
+                "order"]  # fmt: skip
+    return []
 
 
 #: A solve ends when its last STALL[0] iterations gained less than STALL[1] nats in all: far

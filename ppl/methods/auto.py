@@ -279,9 +279,15 @@ def road_faults(model, polish: dict, notes: list[str]) -> list[dict]:
                 f"the mode search did not converge in {polish['mode_iterations']} "
                 "iterations, so the mode is a suspect start"
             )
-        notes.append(f"auto: {what}; the fits from the mode and from Stan's plain start (the "
-                     f"initial point, sd 1) were both solved, and the {polish['start']} start "
-                     f"had the higher ELBO ({scores})")  # fmt: skip
+        if polish.get("hopeless"):  # ppl.inference.race
+            notes.append(f"auto: {what}; the fits from the mode and from Stan's plain start (the "
+                         f"initial point, sd 1) were raced on the same first draws, and the "
+                         f"{polish['hopeless'][0]} start's was stopped there, unable to catch "
+                         f"the {polish['start']} start's (ELBO {scores})")  # fmt: skip
+        else:
+            notes.append(f"auto: {what}; the fits from the mode and from Stan's plain start (the "
+                         f"initial point, sd 1) were both solved, and the {polish['start']} "
+                         f"start had the higher ELBO ({scores})")  # fmt: skip
         if suspect["how"] == "unbounded density" and polish["start"] == "mode":
             faults.append({"parameters": names, "how": "unbounded density",
                            "detail": f"{what}; q was built on that spike, not on the "
