@@ -118,20 +118,23 @@ def start_frame(collapsed: Collapsed, g: np.ndarray,
         raise CandidateFailed("the collapsed density is not finite at the first fit's mean or at 0",
                               collapsed.work)  # fmt: skip
 
+    def gradient(x):  # within the budget (gamma_normal's Hessian: 114,054 where 13,500 were left)
+        if budget is not None and collapsed.work > budget:
+            raise CandidateFailed("its mode and Laplace frame used up the gradient budget",
+                                  collapsed.work)  # fmt: skip
+        return collapsed._gradient(x[None, :])[0]
+
     def negative(x):
-        if budget is not None and collapsed.work > budget:  # gamma_normal's: 114,117 of 32,500
-            raise CandidateFailed("its mode search used up the gradient budget", collapsed.work)
         value = collapsed(x[None, :])
         if not np.isfinite(value[0]):
             return 1e300, np.zeros_like(x)
-        return -float(value[0]), -collapsed._gradient(x[None, :])[0]
+        return -float(value[0]), -gradient(x)
 
     with np.errstate(all="ignore"):
         opt = minimize(negative, start, jac=True, method="L-BFGS-B", options={"maxiter": 200})
     mode = opt.x if np.isfinite(opt.fun) and opt.fun < 1e300 else start
     step = 1e-4 * np.maximum(1.0, np.abs(mode))
-    H = np.array([(collapsed._gradient((mode + e)[None, :])[0]
-                   - collapsed._gradient((mode - e)[None, :])[0]) / (2 * e[k])
+    H = np.array([(gradient(mode + e) - gradient(mode - e)) / (2 * e[k])
                   for k, e in enumerate(np.diag(step))])  # fmt: skip
     try:
         return mode, np.linalg.cholesky(np.linalg.inv(-0.5 * (H + H.T)))
