@@ -84,7 +84,10 @@ def mode_hessian(log_joint: Callable, point: np.ndarray) -> np.ndarray | None:
 #: No default fit spends more gradient evaluations than this (mode searches, solves and
 #: escalation together; a solve cut short by it is not converged, and says so).
 GRADIENT_BUDGET = 50_000
-#: The mode search's iteration cap.
+#: The mode search's iteration cap: this many iterations, or one per dimension where that is
+#: more (quasi-Newton steps on a quadratic take up to one per distinct curvature; gamma_normal's
+#: 1,843 coordinates, a factor model's slow scale ridge, converged after 1,625 iterations, and
+#: stopped at 400 its still-climbing search read as an unbounded density).
 MODE_MAX_ITER = 400
 #: Draws on which the candidate starts' solved fits are compared.
 COMPARE_DRAWS = 256
@@ -119,9 +122,9 @@ def fit_auto(
     # the mode search leaves the first solve room for a few iterations and the Hessian
     reserve = min(2 * dim + 16 * FIRST_DRAWS, max_evals // 4)
     mode = find_mode(log_joint, init, rng, progress=progress,
-                     max_iter=capped(MODE_MAX_ITER, max_iter),
+                     max_iter=capped(max(MODE_MAX_ITER, dim), max_iter),
                      max_evals=max(1, max_evals - reserve))  # fmt: skip
-    suspect = unbounded(mode)
+    suspect = unbounded(mode, log_joint)
     precision = mode_hessian(log_joint, mode.point)
     spent = mode.grad_evals + (2 * dim if precision is not None else 0)
     second = None
