@@ -11,17 +11,24 @@ and random options. Outcomes:
 
 - ok: exit 0; user error: exit 2 (or 130 never expected); internal error: exit 1 or a
   traceback, a bug; timeout: more than --timeout seconds of CPU (RLIMIT_CPU); timeout (wall):
-  killed at 5x that of wall time (a hang, or a loaded machine: its CPU time is shown); over
-  memory: killed or out of memory under the RLIMIT_AS limit (--memory-gb). A user error whose
-  message names neither the model nor a data file is counted as "unlocated" too. Each child's
-  peak RSS (from wait4) is kept: the table says how many went over 1 GB and the largest, and
-  how many took over 30 s of wall time.
+  past 5x that of wall time using under 5% of a core (a hang), or past 30x it; over memory:
+  killed or out of memory under the RLIMIT_AS limit (--memory-gb). A user error whose message
+  names neither the model nor a data file is counted as "unlocated" too. Each child's CPU time
+  and peak RSS (from wait4) and its wall time are kept: a case over 30 s of CPU (or killed) is a
+  failure; the count over 30 s of wall time is shown beside it (a loaded machine stretches it).
+
+Cases are distinct: a draw that repeats an earlier case (command, options and file contents
+alike: unmutated examples, mostly) is drawn again. The slow examples' data are cut to fewer rows
+(CUT). The parent imports what a fit imports before it forks (warm_up), so a case costs its own
+work, not imports or an interpreter start. --json writes the counts and each case's record
+(benchmarks/fuzz_table.py makes docs/robustness.md's table from it), every 1000 cases and at the
+end.
 
 With --sigint N, N more trials start `ppl fit` as a command on the examples and send SIGINT at a
-uniform random time: a trial that exits 0 after the signal is a lost interrupt (issue 32).
+uniform random time: a trial that exits 0 after the signal is a lost interrupt (issue 32). These
+need a real process start (the command's own signal handling), so they are not forked.
 
-The children are forked from this process after ppl is imported, so a case costs its own work,
-not an interpreter start. Prints a table of counts and, per bad outcome, the first few cases.
+Prints a table of counts and, per bad outcome, the first few cases.
 """
 
 from __future__ import annotations
@@ -58,6 +65,36 @@ EXAMPLES = [
     ("models/posteriordb/arma-arma11/model.stan", ["models/posteriordb/arma-arma11/data.json"]),
     ("models/posteriordb/garch-garch11/model.stan", ["models/posteriordb/garch-garch11/data.json"]),
 ]  # fmt: skip
+
+
+def _first_rows(data: dict, n: int) -> dict:
+    """A time series cut to its first `n` observations (T and y)."""
+    return {**data, "T": n, "y": data["y"][:n]}
+
+
+def _first_groups(data: dict, j: int) -> dict:
+    """The varying-intercepts rows of the first `j` groups."""
+    keep = [i for i, g in enumerate(data["group"]) if g <= j]
+    rows = {k: [data[k][i] for i in keep] for k in ("group", "X", "y")}
+    return {**data, **rows, "N": len(keep), "J": j}
+
+
+#: The base data of the cases, cut where a fit of the whole took seconds (ARMA(1, 1) 15 s of
+#: CPU, GARCH(1, 1) 8 s, varying intercepts 5 s: 2% of the cases took 70% of a campaign's time):
+#: the same model, the same types and shapes, fewer rows; the SIGINT trials use the whole files.
+CUT = {
+    "models/posteriordb/arma-arma11/data.json": lambda d: _first_rows(d, 40),
+    "models/posteriordb/garch-garch11/data.json": lambda d: _first_rows(d, 40),
+    "models/varying_intercepts/varying_intercepts.json": lambda d: _first_groups(d, 20),
+}
+
+
+def base_data(path: str) -> str:
+    """The text of an example's data file, cut (CUT) where its fit is slow."""
+    text = (ROOT / path).read_text()
+    return json.dumps(CUT[path](json.loads(text))) if path in CUT else text
+
+
 TOKEN = re.compile(r"\s+|[A-Za-z_]\w*|\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|\S")
 POOL = [
     "0", "-1", "1e308", "1e-320", "9" * 5000, "2147483648", "-0", "0.0", "inf", "nan", "1e999",
@@ -210,7 +247,7 @@ def make_case(rng: random.Random, workdir: Path, index: int, commands=("check", 
         model.write_text(mutated, encoding="utf-8", errors="surrogatepass")
     data = []
     for k, path in enumerate(data_paths):
-        text = (ROOT / path).read_text()
+        text = base_data(path)
         if rng.random() < 0.6:
             text = mutate_json(text, rng, rng.choice([1, 1, 2, 4]))
         target = workdir / f"c{index}_{k}.json"
@@ -419,6 +456,24 @@ def _summarise(result: dict) -> None:
     result["by_command"] = by_command
 
 
+def _cpu_seconds(pid: int) -> float:
+    """A running child's CPU time so far (Linux /proc), 0 where it cannot be read."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _hung(pid: int, wall: float, cpu_limit: float) -> bool:
+    """A case to kill by wall time: past 5x the CPU limit while using under 5% of a core (a
+    hang: a blocked read, a sleep), or past 30x it whatever it does. A case that computes is
+    left to RLIMIT_CPU, so that a loaded machine, which stretches wall time, kills nothing."""
+    if wall < 5 * cpu_limit:
+        return False
+    return wall > 30 * cpu_limit or _cpu_seconds(pid) < 0.05 * wall
+
+
 def campaign(args) -> dict:
     """Runs `args.cases` cases, `args.jobs` at a time, each forked from this process."""
     import ppl.cli  # noqa: F401 - imported once, before the forks
@@ -450,7 +505,7 @@ def campaign(args) -> dict:
             for pid, (began, argv, out, index) in list(running.items()):
                 done, status, usage = os.wait4(pid, os.WNOHANG)
                 if not done:
-                    if time.monotonic() - began < 5 * args.timeout:  # a hang, not CPU
+                    if not _hung(pid, time.monotonic() - began, args.timeout):
                         continue
                     os.kill(pid, signal.SIGKILL)
                     _, _, usage = os.wait4(pid, 0)
@@ -463,7 +518,12 @@ def campaign(args) -> dict:
                 if finished % 1000 == 0:  # a running count: a long run's table is never all lost
                     print(f"{finished} cases ({time.perf_counter() - start:.0f} s): "
                           f"{result['counts']}", flush=True)  # fmt: skip
+                    if args.json:
+                        partial = {**result, "seconds": round(time.perf_counter() - start, 1)}
+                        _summarise(partial)
+                        _write(args.json, {"fuzz": {**partial, "finished": False}})
     result["seconds"] = round(time.perf_counter() - start, 1)
+    result["finished"] = True
     result["load_after"] = os.getloadavg()
     _summarise(result)
     return result
