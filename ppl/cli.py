@@ -151,9 +151,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="a reference posterior to draw over the marginals (posteriordb reference.json, "
         "or a JSON file with 'mean' and 'sd' maps)",
     )
+    pl.add_argument(
+        "--overwrite", action="store_true", help="let the images replace files ppl did not write"
+    )
     SUBCOMMANDS.update({"fit": f, "ir": r, "check": c, "plot": pl})
     return parser
-
 
 
 def _add_method_options(f) -> None:
@@ -626,7 +628,7 @@ def cmd_check(args) -> int:
 def cmd_plot(args) -> int:
     from ppl.outputs.plots import plot_fit
 
-    for path in plot_fit(args.directory, args.reference):
+    for path in plot_fit(args.directory, args.reference, args.overwrite):
         print(f"wrote {path}")
     return 0
 
