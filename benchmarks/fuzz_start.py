@@ -56,6 +56,46 @@ def trial(command: list[str], delay: float) -> tuple[str, float]:
     return ("finished before the signal" if finished else outcome(p.returncode, err)), delay
 
 
+def handler_times(command: list[str]) -> tuple[float, float] | None:
+    """Under strace: the seconds from exec to Python's SIGINT handler (before it, SIGINT kills
+    the process silently) and to the command's own (between the two, Python prints a
+    traceback). None without strace."""
+    import shutil
+
+    if not shutil.which("strace"):
+        return None
+    p = subprocess.run(["strace", "-ttt", "-e", "trace=execve,rt_sigaction", "-e", "signal=none",
+                        *command, *ARGS], capture_output=True, text=True)  # fmt: skip
+    stamps = [float(line.split()[0]) for line in p.stderr.splitlines()
+              if re.match(r"^[0-9.]+ (execve|rt_sigaction\(SIGINT, \{)", line)]  # fmt: skip
+    if len(stamps) < 3:
+        return None
+    return stamps[1] - stamps[0], stamps[2] - stamps[0]
+
+
+def windows(commands: dict[str, list[str]], n: int, rng: random.Random) -> dict:
+    """handler_times, `n` runs of each command interleaved: medians and largest, in ms."""
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
+    for _ in range(n):
+        for name, command in sorted(commands.items(), key=lambda _: rng.random()):
+            t = handler_times(command)
+            if t:
+                times[name].append(t)
+    out = {}
+    for name, ts in times.items():
+        if ts:
+            python = sorted(t[0] for t in ts)
+            ours = sorted(t[1] for t in ts)
+            gap = sorted(t[1] - t[0] for t in ts)
+            out[name] = {
+                f"{what}_ms": {"median": round(1e3 * v[len(v) // 2], 1),
+                               "max": round(1e3 * v[-1], 1)}
+                for what, v in (("python_handler", python), ("ppl_handler", ours),
+                                ("traceback_window", gap))
+            }  # fmt: skip
+    return out
+
+
 def summarise(results: list[tuple[str, float]]) -> dict:
     counts: dict[str, int] = {}
     delays: dict[str, list[float]] = {}
@@ -76,6 +116,8 @@ def main() -> None:
                         help="the command tested (default: ppl beside this Python)")  # fmt: skip
     parser.add_argument("--compare", help="another command, run at the same delays")
     parser.add_argument("--json", metavar="PATH")
+    parser.add_argument("--strace", type=int, default=0, metavar="N",
+                        help="time the handlers under strace, N runs of each command")  # fmt: skip
     args = parser.parse_args()
     rng = random.Random(args.seed)
     commands = {"command": [args.command]}
@@ -96,6 +138,12 @@ def main() -> None:
         for what, n in sorted(report[name]["counts"].items(), key=lambda kv: -kv[1]):
             low, high = report[name]["delays"][what]
             print(f"  {what:<34}{n:>5}   delays {low:.3f} to {high:.3f} s")
+    if args.strace:
+        report["windows"] = windows(commands, args.strace, rng)
+        for name, w in report["windows"].items():
+            print(f"{' '.join(commands[name])}, {args.strace} runs under strace (ms after exec):")
+            for what, v in w.items():
+                print(f"  {what:<22} median {v['median']:>7.1f}   largest {v['max']:>7.1f}")
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
 
