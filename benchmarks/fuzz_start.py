@@ -65,7 +65,8 @@ def handler_times(command: list[str]) -> tuple[float, float] | None:
     if not shutil.which("strace"):
         return None
     p = subprocess.run(["strace", "-ttt", "-e", "trace=execve,rt_sigaction", "-e", "signal=none",
-                        *command, *ARGS], capture_output=True, text=True)  # fmt: skip
+                        *command, *ARGS], capture_output=True, text=True,
+                       preexec_fn=_default_sigint)  # fmt: skip
     stamps = [float(line.split()[0]) for line in p.stderr.splitlines()
               if re.match(r"^[0-9.]+ (execve|rt_sigaction\(SIGINT, \{)", line)]  # fmt: skip
     if len(stamps) < 3:

@@ -29,12 +29,15 @@ def fuzz_table(run: dict) -> list[str]:
     counts["user error"] = counts.get("user error", 0)  # "unlocated" is counted in user error
     cases = len(run["records"])
     done = "" if run.get("finished", True) else f" (stopped at {_n(cases)} of {_n(run['cases'])})"
+    cpu = sum(r[3] for r in run["records"])
     lines = [
         f"{_n(cases)} distinct cases{done}, seed {run['seed']}, at {run['commit']}, "
         f"{run['jobs']} jobs under `nice -n 5`, {run['seconds'] / 60:.0f} minutes "
         f"(load average {run['load_before'][0]:.0f} at the start"
         + (f", {run['load_after'][0]:.0f} at the end" if "load_after" in run else "")
-        + f"; {_n(run.get('repeats_redrawn', 0))} draws that repeated a case were drawn again):",
+        + f"); the cases' CPU time {cpu / 60:.1f} minutes in all, {cpu / max(cases, 1):.3f} s "
+        f"a case; {_n(run.get('repeats_redrawn', 0))} draws that repeated a case were drawn "
+        "again:",
         "",
         "| command | cases | ok | user error | internal error | over the CPU limit "
         f"({run['timeout_cpu_s']:g} s) | hung | over memory |",
