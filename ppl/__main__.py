@@ -1,13 +1,18 @@
 """The `ppl` command and `python -m ppl`: a Ctrl-C handler first, then the CLI's imports.
 
-Nothing but `signal` is imported before the handler is in place, so a Ctrl-C while ppl.cli,
-numpy and scipy load (0.3 s, more under load) is noted and ends the command with exit 130, no
-traceback. What runs before this module cannot be covered: the interpreter's own start, `site`
-(with an editable install, its import hook: pathlib, urllib) and the package's small __init__.
+Nothing but the interpreter's own `_signal` is imported before the handler is in place, so a
+Ctrl-C while ppl.cli, numpy and scipy load (0.3 s, more under load) is noted and ends the command
+with exit 130, no traceback. What runs before this module cannot be covered: the interpreter's
+start, `site` (with an editable install, setuptools' import hook, which imports pathlib and
+urllib) and the package's small __init__ (docs/robustness.md has the times).
 """
 
-import signal
 import sys
+
+try:  # the interpreter's own module, already loaded: `signal` would import more first
+    import _signal as signal
+except ImportError:  # pragma: no cover - not CPython
+    import signal
 
 _NOTED: list[int] = []
 
