@@ -44,6 +44,10 @@ def outcome(returncode: int, err: str) -> str:
     return f"exit {returncode}"
 
 
+#: the first stderr texts of each traceback outcome, for the report
+SHOWN: dict[str, list[str]] = {}
+
+
 def trial(command: list[str], delay: float) -> tuple[str, float]:
     began = time.monotonic()
     p = subprocess.Popen([*command, *ARGS], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -53,7 +57,10 @@ def trial(command: list[str], delay: float) -> tuple[str, float]:
     if not finished:
         p.send_signal(signal.SIGINT)
     err = p.communicate()[1].decode(errors="replace")
-    return ("finished before the signal" if finished else outcome(p.returncode, err)), delay
+    what = "finished before the signal" if finished else outcome(p.returncode, err)
+    if what.startswith("traceback") and len(SHOWN.setdefault(what, [])) < 3:
+        SHOWN[what].append(f"{' '.join(command)} at {delay:.3f} s:\n{err[-1500:]}")
+    return what, delay
 
 
 def handler_times(command: list[str]) -> tuple[float, float] | None:
@@ -139,6 +146,7 @@ def main() -> None:
         for what, n in sorted(report[name]["counts"].items(), key=lambda kv: -kv[1]):
             low, high = report[name]["delays"][what]
             print(f"  {what:<34}{n:>5}   delays {low:.3f} to {high:.3f} s")
+    report["tracebacks_shown"] = SHOWN
     if args.strace:
         report["windows"] = windows(commands, args.strace, rng)
         for name, w in report["windows"].items():
