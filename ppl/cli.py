@@ -159,6 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="a reference posterior to draw over the marginals (posteriordb reference.json, "
         "or a JSON file with 'mean' and 'sd' maps)",
     )
+    pl.add_argument(
+        "--overwrite", action="store_true", help="let the images replace files ppl did not write"
+    )
     SUBCOMMANDS.update({"fit": f, "ir": r, "check": c, "plot": pl})
     return parser
 
@@ -642,7 +645,7 @@ def cmd_check(args) -> int:
 def cmd_plot(args) -> int:
     from ppl.outputs.plots import plot_fit
 
-    for path in plot_fit(args.directory, args.reference):
+    for path in plot_fit(args.directory, args.reference, args.overwrite):
         print(f"wrote {path}")
     return 0
 

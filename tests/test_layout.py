@@ -45,7 +45,8 @@ STAGES: list[tuple[str, list[str]]] = [
     ("outputs", ["ppl.outputs"]),
     # the Python API: a model compiled once, fitted to data from Python; the CLI is a layer on it
     ("api", ["ppl.api", "ppl.api_point", "ppl.api_draws"]),
-    ("cli", ["ppl.cli"]),
+    # the command, and its entry point (ppl.__main__: a Ctrl-C handler, then ppl.cli)
+    ("cli", ["ppl.cli", "ppl.__main__"]),
 ]
 
 #: (importer, imported) pairs allowed to go up a stage, each with its reason.

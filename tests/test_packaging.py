@@ -41,7 +41,7 @@ def test_pyproject_ships_every_package_and_the_grammar():
     assert "ppl.grammars" in packages
     assert setuptools["package-dir"]["ppl.grammars"] == "grammars"
     assert "*.lark" in setuptools["package-data"]["ppl.grammars"]
-    assert config["project"]["scripts"]["ppl"] == "ppl.cli:main"
+    assert config["project"]["scripts"]["ppl"] == "ppl.__main__:main"  # its Ctrl-C handler first
 
 
 def test_cli_module_help_runs(tmp_path):

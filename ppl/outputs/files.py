@@ -1,21 +1,27 @@
 """Output files: a fit's files appear together, each whole, or not at all, and never over a file
 the fit read or one ppl did not write.
 
-Where the output directory is ppl's own (it does not exist yet, or holds only the files a
-previous fit wrote there), the new set is written in full to a hidden sibling directory, which
-then takes the old one's place in one step (Linux: renameat2 RENAME_EXCHANGE; elsewhere two
-renames): a reader, or a kill -9 at any moment, sees the old set or the new one, never a mix.
-In a directory holding other files too (``--output .``), each file is written to a hidden
-temporary file beside its target and the four are renamed into place one after another with
-SIGINT/SIGTERM held back; only a kill -9 within those few renames can leave two fits mixed (the
-manifest, renamed last, then still lists the previous fit's files).
+Where the output directory is ppl's own (it does not exist yet, or holds only files ppl wrote
+there: a previous fit's outputs and `ppl plot`'s images), the new set is written in full to a
+hidden sibling directory, which then takes the old one's place in one step (Linux: renameat2
+RENAME_EXCHANGE; elsewhere two renames): a reader, or a kill -9 at any moment, sees the old set or
+the new one, never a mix. The previous fit's images go with its set.
 
-The manifest ``.ppl-output.json`` records the SHA-256 of each file ppl wrote. A file of an output's
-name that is not listed (or was changed since) is the user's: it is replaced only with
-``overwrite`` (``--overwrite``), and the error names it. A file the fit read (model, data,
-checkpoint) is never replaced. Files get the modes an ordinary write would (0666 less the
-umask). Temporary files and directories carry the writer's process id; the ones a killed run
-left are removed by the next write, never read.
+In a directory holding other files too (``--output .``, or the working directory), no directory
+can be swapped without moving the user's files; there each file is written whole to a hidden
+temporary file beside its target, the manifest is marked incomplete (it lists, per name, the
+previous and the new file's digest), the files are renamed into place one after another with
+SIGINT/SIGTERM held back, and the manifest is then rewritten complete. Each file is always whole;
+only a kill -9 (or a crash) within those few renames can leave files of two fits side by side, and
+the manifest then says so (``"complete": false``); the next write replaces them without
+``--overwrite``.
+
+The manifest ``.ppl-output.json`` records the SHA-256 of each file ppl wrote (the outputs and the
+plots). A file of an output's or a plot's name that is not listed (or was changed since) is the
+user's: it is replaced only with ``overwrite`` (``--overwrite``), and the error names it. A file
+the fit read (model, data, checkpoint) is never replaced. Files get the modes an ordinary write
+would (0666 less the umask). Temporary files and directories carry the writer's process id; the
+ones a killed run left are removed by the next write, never read.
 """
 
 from __future__ import annotations
@@ -76,17 +82,48 @@ def _file_digest(path: Path) -> str | None:
     return digest.hexdigest()
 
 
-def ppl_files(directory: str | os.PathLike) -> set[str]:
-    """The output files in `directory` that ppl wrote and nobody changed since."""
-    out = Path(directory)
+def _listed(directory: str | os.PathLike) -> dict[str, list[str]]:
+    """File name -> the digests the manifest allows for it (two, the previous and the new, while
+    a write is under way); plain names in the directory only."""
     try:
-        with open(out / MANIFEST, "rb") as f:
-            manifest = json.loads(f.read(1 << 16))
+        with open(Path(directory) / MANIFEST, "rb") as f:
+            manifest = json.loads(f.read(1 << 20))
         listed = manifest["files"] if manifest.get("format") == _FORMAT else {}
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        return set()
-    return {n for n in NAMES if isinstance(listed, dict) and n in listed
-            and listed[n] == _file_digest(out / n)}  # fmt: skip
+        return {}
+    if not isinstance(listed, dict):
+        return {}
+    out = {}
+    for name, digests in listed.items():
+        if os.path.basename(name) == name and name not in ("", ".", "..", MANIFEST):
+            digests = digests if isinstance(digests, list) else [digests]
+            out[name] = [d for d in digests if isinstance(d, str)]
+    return out
+
+
+def _ours(directory: str | os.PathLike) -> dict[str, str]:
+    """The files in `directory` that ppl wrote and nobody changed since -> their digests."""
+    found = {}
+    for name, digests in _listed(directory).items():
+        digest = _file_digest(Path(directory) / name)
+        if digest in digests:
+            found[name] = digest
+    return found
+
+
+def ppl_files(directory: str | os.PathLike) -> set[str]:
+    """The files in `directory` (outputs, plots) that ppl wrote and nobody changed since."""
+    return set(_ours(directory))
+
+
+def complete(directory: str | os.PathLike) -> bool:
+    """False when the last write into `directory` stopped between its renames (a kill -9):
+    its files may then come from two fits."""
+    try:
+        with open(Path(directory) / MANIFEST, "rb") as f:
+            return json.loads(f.read(1 << 20)).get("complete", True) is not False
+    except (OSError, ValueError, AttributeError):
+        return True
 
 
 def check_output(directory: str, inputs: list[str] = (), overwrite: bool = False) -> str:
@@ -125,9 +162,17 @@ def check_output(directory: str, inputs: list[str] = (), overwrite: bool = False
     return "files"
 
 
-def _manifest(texts: dict[str, bytes]) -> bytes:
-    files = {name: _digest(data) for name, data in texts.items()}
-    return (json.dumps({"format": _FORMAT, "files": files}, indent=1) + "\n").encode()
+def _manifest(texts: dict[str, bytes], kept: dict[str, str] | None = None,
+              previous: dict[str, str] | None = None) -> bytes:  # fmt: skip
+    """The manifest of `texts` and of the files `kept` (name -> digest); with `previous` (the
+    digests of the files `texts` replace), the incomplete one written before the renames."""
+    files: dict[str, str | list[str]] = dict(kept or {})
+    for name, data in texts.items():
+        new = _digest(data)
+        old = (previous or {}).get(name)
+        files[name] = [old, new] if old and old != new else new
+    blob = {"format": _FORMAT, "complete": previous is None, "files": files}
+    return (json.dumps(blob, indent=1) + "\n").encode()
 
 
 def _write_dir(out: Path, texts: dict[str, bytes], how: str) -> None:
@@ -158,15 +203,21 @@ def _write_dir(out: Path, texts: dict[str, bytes], how: str) -> None:
 
 
 def _write_files(out: Path, texts: dict[str, bytes]) -> None:
-    """Each file whole to a temporary file beside it, then all renamed into place, the
-    manifest last."""
+    """Each file whole to a temporary file beside it; the manifest marked incomplete; all
+    renamed into place; the manifest complete last. The other files ppl wrote there stay
+    listed."""
     out.mkdir(parents=True, exist_ok=True)
-    items = [*texts.items(), (MANIFEST, _manifest(texts))]
+    ours = _ours(out)
+    kept = {name: digest for name, digest in ours.items() if name not in texts}
+    items = [*texts.items(), (MANIFEST, _manifest(texts, kept))]
     temps: dict[Path, str] = {}
     try:
         for name, data in items:
             safefiles.remove_stale(out / name)
             temps[out / name] = safefiles.temporary(out / name, data)
+        # a kill -9 between the renames below leaves this: both digests allowed, "complete":
+        # false (a reader can tell; the next write replaces the files without --overwrite)
+        safefiles.write_atomic(out / MANIFEST, _manifest(texts, kept, previous=ours))
         release = _signals_held()
         try:
             for path, tmp in temps.items():
@@ -194,6 +245,35 @@ def write_all(directory: str, texts: dict[str, str], inputs: list[str] = (),
     except OSError as e:
         raise PplError(f"cannot write {out}: {e.strerror or e}") from None
     return [out / name for name in texts]
+
+
+def write_images(directory: str, images: dict[str, bytes], inputs: list[str] = (),
+                 overwrite: bool = False) -> list[Path]:  # fmt: skip
+    """`ppl plot`'s images (name -> PNG bytes) into a fit's `directory` by the outputs' rule:
+    never over a file in `inputs`, over a file ppl did not write only with `overwrite`; listed
+    in the manifest, so that the next plot replaces them and the next fit takes them for ppl's."""
+    out = Path(directory)
+    real = {os.path.realpath(p): p for p in inputs if p and os.path.lexists(p)}
+    for name in images:
+        if os.path.realpath(out / name) in real:
+            raise PplError(f"{out / name} is {real[os.path.realpath(out / name)]}, which this "
+                           "command reads; it is not replaced")  # fmt: skip
+    ours = ppl_files(out)
+    foreign = [n for n in images if os.path.lexists(out / n) and n not in ours]
+    if foreign and not overwrite:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5
+                                          else "")  # fmt: skip
+        raise PplError(
+            f"{directory} holds {shown}, which ppl did not write (or which changed since): "
+            f"{'they' if len(foreign) > 1 else 'it'} would be replaced by the plots; move "
+            f"{'them' if len(foreign) > 1 else 'it'}, or give --overwrite to replace "
+            f"{'them' if len(foreign) > 1 else 'it'}"
+        )
+    try:
+        _write_files(out, images)
+    except OSError as e:
+        raise PplError(f"cannot write the plots into {out}: {e.strerror or e}") from None
+    return [out / name for name in images]
 
 
 def _csv_text(header: list[str], rows) -> str:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ppl import safefiles
 from ppl.errors import PplError
+from ppl.outputs.files import write_images
 from ppl.outputs.stancsv import StanCsv, bracket_name, read_draws
 
 MAX_PANELS = 16
@@ -65,12 +65,19 @@ def _read_reference(path: str) -> dict[str, tuple[float, float, float | None, fl
     return out
 
 
-def _save(fig, path: Path) -> None:
-    """Whole or not at all: rendered in memory, then written to a fresh temporary file beside
-    it (never through a link; mode from the umask) and renamed."""
+def _render(fig) -> bytes:
+    """The PNG, in memory: the images are written together once all are made (files.py)."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
-    safefiles.write_atomic(path, buf.getvalue())
+    return buf.getvalue()
+
+
+def _image_name(variable: str, taken: dict[str, bytes]) -> str:
+    """<variable>.png; a variable named elbo does not take the ELBO trace's name."""
+    name = f"{variable}.png"
+    while name in taken:
+        name = "_" + name
+    return name
 
 
 def _histogram(ax, x: np.ndarray, weights: np.ndarray | None) -> np.ndarray:
@@ -95,8 +102,10 @@ def _histogram(ax, x: np.ndarray, weights: np.ndarray | None) -> np.ndarray:
     return x
 
 
-def plot_fit(directory: str, reference: str | None = None) -> list[Path]:
-    """Write elbo.png and <parameter>.png into `directory`; return their paths."""
+def plot_fit(directory: str, reference: str | None = None, overwrite: bool = False) -> list[Path]:
+    """Write elbo.png and <parameter>.png into `directory`; return their paths. As the fit's
+    outputs, they never replace a file ppl did not write (without `overwrite`) nor the
+    reference, and are written whole (ppl.outputs.files.write_images)."""
     try:
         import matplotlib
 
@@ -114,7 +123,7 @@ def plot_fit(directory: str, reference: str | None = None) -> list[Path]:
     if ref and not set(ref) & names:
         shown = ", ".join(list(ref)[:4])
         raise PplError(f"{reference}: names none of the fit's parameters ({shown}, ...)")
-    written = []
+    images: dict[str, bytes] = {}
 
     iterations, values = elbo[:, 0], elbo[:, 1]
     late = iterations >= iterations[-1] / 2
@@ -127,9 +136,8 @@ def plot_fit(directory: str, reference: str | None = None) -> list[Path]:
         axes[1].plot(iterations[late], values[late], marker=".")
         axes[1].set(xlabel="iteration", title="second half")
     fig.tight_layout()
-    _save(fig, out / "elbo.png")
+    images["elbo.png"] = _render(fig)
     plt.close(fig)
-    written.append(out / "elbo.png")
 
     weights = None
     lw = draws.other.get("psis_log_weight__", draws.other.get("psis_log_weight"))
@@ -164,8 +172,6 @@ def plot_fit(directory: str, reference: str | None = None) -> list[Path]:
         more = f" (first {MAX_PANELS} of {len(columns)})" if len(columns) > len(shown) else ""
         fig.suptitle(f"{variable}: {family}{more}", fontsize=10)
         fig.tight_layout()
-        path = out / f"{variable}.png"
-        _save(fig, path)
+        images[_image_name(variable, images)] = _render(fig)
         plt.close(fig)
-        written.append(path)
-    return written
+    return write_images(directory, images, [reference] if reference else [], overwrite)
