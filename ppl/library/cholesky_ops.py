@@ -73,8 +73,9 @@ def solve_lower(L, b, transpose: bool = False):
     return out.reshape(batch + (n, k))
 
 
-def _unbroadcast(x, shape: tuple):
-    """x summed down to `shape` over the leading axes it broadcast along."""
+def unbroadcast(x, shape: tuple):
+    """x summed down to `shape` over the leading axes and the size-1 axes it broadcast along
+    (a primitive's cotangent for an argument numpy broadcast)."""
     extra = anp.ndim(x) - len(shape)
     if extra > 0:
         x = anp.sum(x, axis=tuple(range(extra)))
@@ -86,13 +87,13 @@ def _solve_vjp_L(X, L, b, transpose=False):
     def vjp(g):
         gb = solve_lower(L, g, not transpose)
         outer = anp.matmul(X, _t(gb)) if transpose else anp.matmul(gb, _t(X))
-        return _unbroadcast(-anp.tril(outer), anp.shape(L))
+        return unbroadcast(-anp.tril(outer), anp.shape(L))
 
     return vjp
 
 
 def _solve_vjp_b(X, L, b, transpose=False):
-    return lambda g: _unbroadcast(solve_lower(L, g, not transpose), anp.shape(b))
+    return lambda g: unbroadcast(solve_lower(L, g, not transpose), anp.shape(b))
 
 
 defvjp(solve_lower, _solve_vjp_L, _solve_vjp_b)
@@ -209,7 +210,7 @@ def _quad_parts(diff, L):
 def _quad_vjp_diff(ans, diff, L):
     def vjp(g):
         _, w = _quad_parts(diff, L)
-        return _unbroadcast(-g[..., None] * w, anp.shape(diff))
+        return unbroadcast(-g[..., None] * w, anp.shape(diff))
 
     return vjp
 
@@ -221,12 +222,12 @@ def _quad_vjp_L(ans, diff, L):
         weighted = g[..., None] * w
         dense = anp.tril(weighted[..., :, None] * z[..., None, :])
         dense = dense - (g[..., None] * inv_diag)[..., None] * onp.eye(anp.shape(L)[-1])
-        dense = _unbroadcast(dense, anp.shape(L))
+        dense = unbroadcast(dense, anp.shape(L))
         if any(isbox(x) for x in (g, diff, L)):
             return dense  # a gradient being differentiated: the plain rule
         out = onp.asarray(dense).view(GaussianCotangent)
-        out.outer = _unbroadcast(weighted[..., :, None] * w[..., None, :], L.shape)
-        out.coef = _unbroadcast(g + onp.zeros(anp.shape(ans)), L.shape[:-2])
+        out.outer = unbroadcast(weighted[..., :, None] * w[..., None, :], L.shape)
+        out.coef = unbroadcast(g + onp.zeros(anp.shape(ans)), L.shape[:-2])
         out.factor = L
         return out
 

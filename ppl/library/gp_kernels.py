@@ -15,6 +15,8 @@ import autograd.numpy as anp
 import numpy as onp
 from autograd.extend import defvjp, primitive
 
+from ppl.library.cholesky_ops import unbroadcast
+
 
 @primitive
 def exp_quad(x):
@@ -56,17 +58,8 @@ def add_to_diagonal(m, d):
     return out
 
 
-def _unbroadcast(x, shape: tuple):
-    """x summed down to `shape` over the leading axes and the size-1 axes it broadcast along."""
-    extra = anp.ndim(x) - len(shape)
-    if extra > 0:
-        x = anp.sum(x, axis=tuple(range(extra)))
-    axes = tuple(i for i, s in enumerate(shape) if s == 1 and anp.shape(x)[i] != 1)
-    return anp.sum(x, axis=axes, keepdims=True) if axes else x
-
-
 defvjp(
     add_to_diagonal,
-    lambda ans, m, d: lambda g: _unbroadcast(g, anp.shape(m)),
-    lambda ans, m, d: lambda g: _unbroadcast(anp.diagonal(g, axis1=-1, axis2=-2), anp.shape(d)),
+    lambda ans, m, d: lambda g: unbroadcast(g, anp.shape(m)),
+    lambda ans, m, d: lambda g: unbroadcast(anp.diagonal(g, axis1=-1, axis2=-2), anp.shape(d)),
 )

@@ -116,17 +116,22 @@ def test_pandas_reads_cmdstan_names_and_values(fitted):
     assert list(summary.index[7:13]) == scalar_names("W", (2, 3))  # `W[1,2]`, quoted
 
 
-def test_ppl_to_arviz_gives_stan_variables(fitted):
-    pytest.importorskip("arviz")
-    fit, out = fitted
-    idata = ppl.to_arviz(out)
-    variables = fit.stan_variables()
+def _assert_stan_variables(idata, variables: dict) -> None:
+    """idata holds exactly the fit's variables (log_lik as its log-likelihood group), with
+    their shapes, kinds and values."""
     assert set(idata.posterior.data_vars) == set(variables) - {"log_lik"}
     for name, v in variables.items():
         group = idata.log_likelihood if name == "log_lik" else idata.posterior
         got = group[name].values[0]
         assert got.shape == v.shape and got.dtype.kind == v.dtype.kind, name
         np.testing.assert_array_equal(got, v)
+
+
+def test_ppl_to_arviz_gives_stan_variables(fitted):
+    pytest.importorskip("arviz")
+    fit, out = fitted
+    idata = ppl.to_arviz(out)
+    _assert_stan_variables(idata, fit.stan_variables())
     # the same groups as the in-memory fit's
     direct = fit.to_arviz()
     assert set(idata.groups()) == set(direct.groups())
@@ -137,13 +142,7 @@ def test_arviz_from_cmdstan_reads_the_file(fitted):
     az = pytest.importorskip("arviz")
     fit, out = fitted
     idata = az.from_cmdstan(str(out / "draws.csv"), dtypes={name: int for name in INTS})
-    variables = fit.stan_variables()
-    assert set(idata.posterior.data_vars) == set(variables) - {"log_lik"}
-    for name, v in variables.items():
-        group = idata.log_likelihood if name == "log_lik" else idata.posterior
-        got = group[name].values[0]
-        assert got.shape == v.shape and got.dtype.kind == v.dtype.kind, name
-        np.testing.assert_array_equal(got, v)
+    _assert_stan_variables(idata, fit.stan_variables())
     assert {"lp", "log_p", "log_g"} <= set(idata.sample_stats.data_vars)
 
 
