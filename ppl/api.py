@@ -116,8 +116,8 @@ def _progress(progress, quiet: bool, options: dict):
 
 def _raise_warnings(result) -> None:
     """The fit's warnings as Python warnings, located at the caller's line (model.fit's, or
-    laplace_sample's): the verdict's as UnreliableFitWarning, once per fit (as
-    ppl.diagnostics.verdict.warn_unreliable), the others as PplWarning."""
+    laplace_sample's): the verdict's as UnreliableFitWarning, once per fit, the others as
+    PplWarning."""
     diag = result.diagnostics
     for text in result.warnings:
         unreliable = text.startswith(UNRELIABLE)

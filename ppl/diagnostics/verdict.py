@@ -25,7 +25,6 @@ computed otherwise (quadrature).
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 from scipy.sparse import csr_matrix
@@ -33,7 +32,6 @@ from scipy.sparse.csgraph import connected_components
 
 from ppl.diagnostics.mcse_tail import TAIL_SD, summary_tail_faults
 from ppl.diagnostics.psis import GOOD, USABLE, check_fit
-from ppl.errors import UnreliableFitWarning
 from ppl.inference.hessian import hessian_by_hvp
 from ppl.ir.passes.noncentre import NAME as NONCENTRE
 from ppl.limits import over_budget
@@ -141,14 +139,6 @@ def tail_advice(result, fault: dict) -> str:
             "lighter-tailed scale (the log of a positive parameter; a funnel's v and x_raw "
             "rather than x), or give the model proper, lighter-tailed priors if the posterior "
             "should have a finite variance.")  # fmt: skip
-
-
-def warn_unreliable(result) -> None:
-    """The API's UnreliableFitWarning, once per fit."""
-    diag = result.diagnostics
-    if diag.get("verdict") == "not reliable" and not diag.get("warned"):
-        diag["warned"] = True
-        warnings.warn(unreliable_text(result), UnreliableFitWarning, stacklevel=4)
 
 
 def _advice(result) -> str:
