@@ -13,7 +13,6 @@ CmdStanPy's summary() do: ppl.outputs.summary.scalar_names.
 from __future__ import annotations
 
 import csv
-import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ppl.errors import PplError
+from ppl.outputs.summary import element_indices
 
 _IDENTIFIER = r"[A-Za-z][A-Za-z0-9_]*"
 _DOTTED = re.compile(rf"({_IDENTIFIER})((?:\.[0-9]+)*)")
@@ -33,8 +33,7 @@ def csv_names(name: str, shape: tuple[int, ...]) -> list[str]:
     fastest): `W.1.1, W.2.1, W.1.2, ...`."""
     if not shape:
         return [name]
-    combos = itertools.product(*(range(1, n + 1) for n in reversed(shape)))
-    return [".".join([name, *(str(i) for i in reversed(c))]) for c in combos]
+    return [".".join([name, *map(str, ix)]) for ix in element_indices(shape)]
 
 
 def element(column: str) -> tuple[str, tuple[int, ...]] | None:

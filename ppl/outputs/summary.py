@@ -11,13 +11,18 @@ import numpy as np
 SUMMARY_HEADER = ["parameter", "mean", "mcse", "sd", "q5", "q50", "q95"]
 
 
+def element_indices(shape: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """1-based indices of an array's elements in Stan's output order (first index fastest,
+    i.e. column-major): what the summary's names and draws.csv's columns are built from."""
+    combos = itertools.product(*(range(1, n + 1) for n in reversed(shape)))
+    return [tuple(reversed(c)) for c in combos]
+
+
 def scalar_names(name: str, shape: tuple[int, ...]) -> list[str]:
-    """Element names in Stan's output order (first index fastest, i.e. column-major)."""
+    """Element names as Stan prints them (`W[1,2]`), in Stan's output order."""
     if not shape:
         return [name]
-    ranges = [range(1, n + 1) for n in shape]
-    combos = itertools.product(*reversed(ranges))
-    return [f"{name}[{','.join(str(i) for i in reversed(c))}]" for c in combos]
+    return [f"{name}[{','.join(map(str, ix))}]" for ix in element_indices(shape)]
 
 
 def flatten_draws(draws: dict[str, np.ndarray]) -> tuple[list[str], np.ndarray]:
