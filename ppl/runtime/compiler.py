@@ -76,19 +76,6 @@ def _dependent_support(kind: str, spec: ast.TypeSpec) -> str:
     return "real"
 
 
-def _declarations(node):
-    """Every declaration with a type among the statements under `node`, nested ones too."""
-    if isinstance(node, list | tuple):
-        for item in node:
-            yield from _declarations(item)
-    elif isinstance(node, ast.Stmt):
-        if isinstance(node, ast.Decl) and node.spec is not None:
-            yield node
-        for value in vars(node).values():
-            if isinstance(value, ast.Stmt | list | tuple):
-                yield from _declarations(value)
-
-
 def _names(node) -> set[str]:
     return {e.name for e in ast.iter_exprs(node) if isinstance(e, ast.Var)}
 
@@ -144,7 +131,9 @@ class CompiledModel:
         """Elements of the largest local or transformed parameter the log joint declares (0
         where a shape is not known before it runs)."""
         largest = 0
-        for decl in _declarations([self.program.transformed_parameters, self.program.model]):
+        for _, decl in self.ir.statements(("transformed_parameters", "model")):
+            if not isinstance(decl, ast.Decl) or decl.spec is None:
+                continue
             try:
                 largest = max(largest, int(np.prod(self.shape_of(decl.spec))))
             except Exception:  # noqa: BLE001 - a size set by a parameter, say: not counted
