@@ -9,18 +9,6 @@ from ppl.outputs import record
 from ppl.outputs.summary import exact_text
 
 
-def method_text(result, rows: str = "") -> str:
-    """How q was made, in one phrase (the method that made it says: ppl.methods); `rows`: where
-    the rows were when not in memory (DSVI's streamed chunks or Dask workers; the default road's
-    Dask passes)."""
-    return result.how.method_text(result, rows)
-
-
-def ended_by(result, iterations: int | None = None) -> str:
-    """What stopped the fit (the record's: ppl.outputs.record)."""
-    return record.ended_by(result, iterations)
-
-
 def header_lines(result, *, iterations: int | None = None, rows: str = "") -> list[str]:
     """The lines above the summary table: method, ELBO, what ended the fit, PSIS, notes (from
     the fit's record, ppl.outputs.record, as fit.json's)."""

@@ -1,4 +1,4 @@
-"""Guards against silent wrong answers (ppl.diagnostics.trust, ppl.outputs.report.ended_by; issue
+"""Guards against silent wrong answers (ppl.diagnostics.trust, ppl.outputs.record.ended_by; issue
 23): improper
 posteriors, runaway or collapsed q, exploding ELBOs and a truthful "ended by"."""
 
