@@ -1,0 +1,210 @@
+"""The benchmark printouts in README.md and docs/, made from the stored results under
+benchmarks/results/, so that no number in them is typed by hand (the sibling of
+benchmarks/tables.py, which makes the accuracy run's tables):
+
+    python benchmarks/doc_outputs.py            # rewrite every block between the docs' markers
+    python benchmarks/doc_outputs.py --check    # exit 1 naming every block that is stale
+
+A block sits between `<!-- output NAME: made by benchmarks/doc_outputs.py -->` and
+`<!-- end output NAME -->`. It is either the benchmark's own printout re-made from the JSON it
+stored (the same formatting functions) or, for a benchmark that stores no JSON, its printed
+output kept verbatim in benchmarks/results/NAME.txt (`python benchmarks/X.py ... | tee
+benchmarks/results/NAME.txt`). tests/test_doc_outputs.py re-renders every block and fails when
+a doc's differs, and fails on a `text` block that is neither made here nor listed there as not
+a command's output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = Path("benchmarks") / "results"
+for _p in (ROOT, ROOT / "benchmarks"):
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
+
+
+def _json(root: Path, name: str):
+    return json.loads((root / RESULTS / name).read_text())
+
+
+def fenced(text: str) -> str:
+    return "```text\n" + text.rstrip("\n") + "\n```"
+
+
+# ---- a benchmark's printout kept verbatim -----------------------------------------------------
+
+
+def stored_text(name: str, lines: slice | None = None) -> Callable[[Path], str]:
+    """The printout in benchmarks/results/NAME (all of it, or the lines `lines` selects)."""
+
+    def render(root: Path) -> str:
+        text = (root / RESULTS / name).read_text().rstrip("\n").splitlines()
+        return fenced("\n".join(text[lines] if lines else text))
+
+    return render
+
+
+# ---- accuracy.py (a run other than the accuracy_all one tables.py renders) --------------------
+
+
+def accuracy_printout(name: str) -> Callable[[Path], str]:
+    """What accuracy.py printed for a run stored with --json, re-made from its rows."""
+
+    def render(root: Path) -> str:
+        from accuracy import FOOTER, HEADER, row, totals
+
+        run = _json(root, name)
+        lines = [f"suite={run['suite']} method={run['method']} seed={run['seed']}",
+                 HEADER, "-" * len(HEADER)]  # fmt: skip
+        lines += [row(r).rstrip() for r in run["rows"]]
+        failed = run.get("failed") or []
+        lines += totals(run["rows"]) + ([f"failed: {', '.join(failed)}"] if failed else [])
+        lines.append(FOOTER)
+        return fenced("\n".join(lines))
+
+    return render
+
+
+# ---- peers.py: docs/benchmarks.md -------------------------------------------------------------
+
+PEER_RUNS = ("peers_posteriordb.json", "peers_pima_epilepsy_gpfa.json")
+
+
+def _printed(function, *args) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        function(*args)
+    return out.getvalue().strip("\n")
+
+
+def peers_summary(root: Path) -> str:
+    """peers.py's closing summary over the two stored runs (posteriordb; pima, epilepsy, gpfa)."""
+    import peers
+
+    problems = [p for name in PEER_RUNS for p in _json(root, name)["problems"]]
+    return fenced(_printed(peers.print_summary, problems))
+
+
+def peers_problems(root: Path) -> str:
+    """peers.py's table per problem, from the same two runs."""
+    import peers
+
+    out = []
+    for name in PEER_RUNS:
+        for p in _json(root, name)["problems"]:
+            problem = SimpleNamespace(
+                name=p["problem"],
+                reference=range(p["compared"]),
+                reference_source=p["reference_source"],
+                notes=p["notes"],
+            )
+            rows = [peers.Row(**r) for r in p["rows"]]
+            out.append(_printed(peers.print_problem, problem, rows))
+    return fenced("\n\n".join(out))
+
+
+# ---- epm.py: docs/epm.md ----------------------------------------------------------------------
+
+
+def epm_table(name: str) -> Callable[[Path], str]:
+    """`python benchmarks/epm.py --table benchmarks/results/NAME`."""
+
+    def render(root: Path) -> str:
+        import epm
+
+        return fenced(epm.table(_json(root, name)))
+
+    return render
+
+
+# ---- scale.py: docs/dsvi.md -------------------------------------------------------------------
+
+SCALE_HEADER = (f"{'rows':>9} {'road':<7} {'wall s':>7} {'driver MB':>9} {'workers MB':>10} "
+                f"{'passes':>6} {'max err':>8} {'sd ratio':>13}")  # fmt: skip
+
+
+def scale_table(name: str) -> Callable[[Path], str]:
+    """scale.py's printout (its header and row format, restated) from the JSON of --save."""
+
+    def render(root: Path) -> str:
+        lines = [SCALE_HEADER]
+        for r in _json(root, name):
+            workers = r["workers_mb"] if r["road"].startswith("dask") else 0
+            low, high = r["sd_ratio"]
+            lines.append(f"{r['rows']:>9} {r['road']:<7} {r['wall']:>7.1f} {r['driver_mb']:>9.0f} "
+                         f"{workers:>10.0f} {r['passes']:>6} {r['max_err']:>8.3f} "
+                         f"{low:>6.3f}-{high:.3f}")  # fmt: skip
+        return fenced("\n".join(lines))
+
+    return render
+
+
+# ---- the docs' markers ------------------------------------------------------------------------
+
+#: name -> (doc, render(root) -> the fenced block)
+OUTPUTS: dict[str, tuple[str, Callable[[Path], str]]] = {
+    "peers-summary": ("docs/benchmarks.md", peers_summary),
+    "peers-problems": ("docs/benchmarks.md", peers_problems),
+    "epm-les-miserables": ("docs/epm.md", epm_table("epm_les_miserables.json")),
+    "epm-dicty": ("docs/epm.md", epm_table("epm_dicty_publication.json")),
+}
+
+
+def _marked(name: str) -> re.Pattern:
+    return re.compile(
+        rf"(<!-- output {re.escape(name)}: made by benchmarks/doc_outputs.py -->\n)(.*?)"
+        rf"(<!-- end output {re.escape(name)} -->)",
+        re.S,
+    )
+
+
+def rewritten(text: str, name: str, block: str) -> str:
+    """The doc's text with output `name` replaced; ValueError when its markers are missing."""
+    pattern = _marked(name)
+    if not pattern.search(text):
+        raise ValueError(f"no markers for output {name!r}")
+    return pattern.sub(lambda m: m.group(1) + block + "\n" + m.group(3), text, count=1)
+
+
+def stale(root: Path = ROOT, results: Path | None = None) -> list[str]:
+    """The blocks whose docs (under `root`) differ from what the stored results (under
+    `results`, default `root`) render."""
+    out = []
+    for name, (doc, render) in OUTPUTS.items():
+        text = (root / doc).read_text()
+        if rewritten(text, name, render(results or root)) != text:
+            out.append(f"{doc}: output {name}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="only say which blocks are stale")
+    args = ap.parse_args(argv)
+    if args.check:
+        bad = stale()
+        for line in bad:
+            print(f"stale: {line} (python benchmarks/doc_outputs.py rewrites it)")
+        return 1 if bad else 0
+    for name, (doc, render) in OUTPUTS.items():
+        path = ROOT / doc
+        text = path.read_text()
+        new = rewritten(text, name, render(ROOT))
+        if new != text:
+            path.write_text(new)
+            print(f"rewrote {doc}: output {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
