@@ -78,6 +78,9 @@ class Graph(GraphPrinters):
     statements: dict = field(default_factory=dict, repr=False)
     passes: tuple[str, ...] = ()  # the passes that ran on the program, in order
     decisions: list[Decision] = field(default_factory=list)
+    # the program's text (#includes expanded): a line from an included file is shown as that
+    # file's own line (ppl.ir.printers)
+    source: str = field(default="", repr=False)
 
     def node(self, name: str) -> Node:
         for n in self.nodes:
@@ -255,9 +258,7 @@ def _latent_family(d: ast.Decl, support: str, model, method) -> str:
     return family_label(family_for(lat, policy), policy)
 
 
-def build_graph(
-    source: CheckedProgram | Program, model=None, method=None
-) -> Graph:
+def build_graph(source: CheckedProgram | Program, model=None, method=None) -> Graph:
     """The graph of a program; `model` (a CompiledModel) adds concrete shapes from the data, and
     its statements are the ones the factors name (the statements its log joint runs); `method`
     (a ppl.methods.base.Method; None: mean-field Gaussians) chooses the latents' families."""
@@ -282,7 +283,7 @@ def build_graph(
     _settle_edges(nodes, known)
     name = "advi" if method is None else method.name
     return Graph(program.filename, nodes, name, statements, lowered.passes,
-                 list(lowered.decisions))
+                 list(lowered.decisions), source=program.source)  # fmt: skip
 
 
 def _shape_reader(model):

@@ -19,12 +19,36 @@ _BLOCK_LABEL = {
 class GraphPrinters:
     """`ppl ir`'s outputs of a graph (its `model`, `method`, `nodes`, `passes`, `decisions`)."""
 
+    def where(self, line: int) -> tuple[str | None, int]:
+        """(the included file, its own line) for `line` of the program's text when that line
+        came from an `#include`, else (None, the model file's own line): the line a user finds
+        in their editor, not one of the text with the includes expanded."""
+        if not line or not getattr(self, "source", ""):
+            return None, line
+        from ppl.language.parser import locate
+
+        file, _, at = locate(self.model, self.source, line).rpartition(":")
+        return (None if file == self.model else file), int(at)
+
+    def line_text(self, line: int) -> str:
+        """`12`, or `parts/prior.stan:3` for a line from an included file."""
+        file, at = self.where(line)
+        return str(at) if file is None else f"{file}:{at}"
+
+    def _located(self, item) -> dict:
+        out = asdict(item)
+        file, out["line"] = self.where(item.line)
+        if file is not None:
+            out["file"] = file
+        return out
+
     def to_dict(self) -> dict:
-        """The graph as plain data (`ppl ir --json`)."""
-        nodes = [asdict(n) for n in self.nodes]
+        """The graph as plain data (`ppl ir --json`); a line from an included file is that
+        file's own, with a "file" key naming it."""
+        nodes = [self._located(n) for n in self.nodes]
         return {"model": self.model, "method": self.method, "nodes": nodes,
                 "passes": list(self.passes),
-                "decisions": [asdict(d) for d in self.decisions]}  # fmt: skip
+                "decisions": [self._located(d) for d in self.decisions]}  # fmt: skip
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -118,7 +142,7 @@ class GraphPrinters:
                 "factor",
                 "factors (terms of the log density)",
                 ["id", "line", "statement", "parents"],
-                lambda n: [n.name, str(n.line), n.text, deps(n)],
+                lambda n: [n.name, self.line_text(n.line), n.text, deps(n)],
             ),
         ]
         for kind, title, header, row in sections:
@@ -135,7 +159,7 @@ class GraphPrinters:
         out.append("")
         out.append(f"passes: {', '.join(self.passes) or 'none'}")
         for d in self.decisions:
-            out.append(f"  {d.pass_name:<22}line {d.line:<4}  {d.text}")
+            out.append(f"  {d.pass_name:<22}line {self.line_text(d.line):<4}  {d.text}")
         return "\n".join(out) + "\n"
 
 
