@@ -62,6 +62,8 @@ def fit(model: CompiledModel, method: str = DEFAULTS["method"], **options) -> Fi
         result.diagnostics["not_from_draws"] = exact(result)
     judge(result, log_joint, rng)  # after every method's afterthoughts (ppl.diagnostics.verdict)
     result.iteration_cap = o.iterations
+    # what draws.csv's CmdStan configuration lines say (ppl.outputs.cmdstan_config)
+    result.fit_settings = {"tol_rel_obj": o.tol_rel_obj, "elbo_samples": o.elbo_samples}
     return result
 
 

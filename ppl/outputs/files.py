@@ -41,6 +41,7 @@ import numpy as np
 
 from ppl import safefiles
 from ppl.errors import PplError
+from ppl.outputs.cmdstan_config import adaptation_lines, config_lines
 from ppl.outputs.stancsv import csv_names
 from ppl.outputs.summary import SUMMARY_HEADER, fit_summary, flatten_draws
 
@@ -299,12 +300,14 @@ def _json_safe(value):
     return value
 
 
-def draws_csv(result, log_weights: np.ndarray | None = None) -> str:
+def draws_csv(result, log_weights: np.ndarray | None = None, info: dict | None = None) -> str:
     """draws.csv as CmdStan writes a variational fit's draws: lp__ (0: not computed for VI),
     log_p__ and log_g__ (the log density of the model and of q at each draw, on the
     unconstrained scale) first, then every element in Stan's order under CmdStan's name
     (`W.1.2`: ppl.outputs.stancsv), integers written as integers; with `log_weights` (--psis),
-    a psis_log_weight__ column last (`__`: not a model variable, as CmdStan marks its own)."""
+    a psis_log_weight__ column last (`__`: not a model variable, as CmdStan marks its own).
+    With `info` (fit.json's record), CmdStan's `#` configuration lines around the header
+    (ppl.outputs.cmdstan_config), which CmdStanPy's from_csv needs."""
     _, matrix = flatten_draws(result.draws)
     n = matrix.shape[0] if matrix.size else len(next(iter(result.draws.values()), []))
     diag = result.diagnostics
@@ -325,6 +328,8 @@ def draws_csv(result, log_weights: np.ndarray | None = None) -> str:
         columns.append(np.asarray(log_weights, dtype=float))
     text = np.column_stack([c.astype(str) for c in columns]) if n else np.zeros((0, len(header)))
     lines = [",".join(header)] + [",".join(row) for row in text.tolist()]
+    if info is not None:
+        lines = [*config_lines(result, info), lines[0], *adaptation_lines(result), *lines[1:]]
     return "\n".join(lines) + "\n"
 
 
@@ -342,7 +347,7 @@ def write_outputs(
     check_output(directory, inputs, overwrite)  # before the texts: fail fast
     files = {
         "summary.csv": _csv_text(SUMMARY_HEADER, fit_summary(result, log_weights)),
-        "draws.csv": draws_csv(result, log_weights),
+        "draws.csv": draws_csv(result, log_weights, fit_info),
         "fit.json": json.dumps(_json_safe(fit_info), indent=2, allow_nan=False) + "\n",
         "elbo.csv": _csv_text(["iteration", "elbo"], result.vi.elbo_trace),
     }

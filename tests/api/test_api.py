@@ -118,7 +118,7 @@ def test_draws_csv_is_cmdstan_like(tmp_path):
     fit = ppl.Model(POISSON, "poisson.stan").fit(_poisson_data())
     fit.save(tmp_path)
     with open(tmp_path / "draws.csv", newline="") as f:
-        rows = list(csv.reader(f))
+        rows = list(csv.reader(line for line in f if not line.startswith("#")))
     header, body = rows[0], rows[1:]
     assert header[:5] == ["lp__", "log_p__", "log_g__", "a", "b"]
     assert all(r[0] == "0" for r in body)

@@ -102,7 +102,7 @@ def test_every_shape_is_declared(fitted):
 def test_pandas_reads_cmdstan_names_and_values(fitted):
     pd = pytest.importorskip("pandas")
     fit, out = fitted
-    frame = pd.read_csv(out / "draws.csv")
+    frame = pd.read_csv(out / "draws.csv", comment="#")  # CmdStan's configuration lines
     variables = fit.stan_variables()
     expected = [n for name, v in variables.items() for n in csv_names(name, v.shape[1:])]
     assert list(frame.columns) == ["lp__", "log_p__", "log_g__", *expected]
