@@ -157,6 +157,7 @@ OUTPUTS: dict[str, tuple[str, Callable[[Path], str]]] = {
     "peers-problems": ("docs/benchmarks.md", peers_problems),
     "epm-les-miserables": ("docs/epm.md", epm_table("epm_les_miserables.json")),
     "epm-dicty": ("docs/epm.md", epm_table("epm_dicty_publication.json")),
+    "accuracy-auto-202de36": ("docs/accuracy.md", stored_text("accuracy_auto_202de36.txt")),
 }
 
 
