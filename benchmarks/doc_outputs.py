@@ -158,6 +158,8 @@ OUTPUTS: dict[str, tuple[str, Callable[[Path], str]]] = {
     "epm-les-miserables": ("docs/epm.md", epm_table("epm_les_miserables.json")),
     "epm-dicty": ("docs/epm.md", epm_table("epm_dicty_publication.json")),
     "accuracy-auto-202de36": ("docs/accuracy.md", stored_text("accuracy_auto_202de36.txt")),
+    "scale": ("docs/dsvi.md", scale_table("scale_default_road.json")),
+    "scale-1e7": ("docs/dsvi.md", scale_table("scale_default_road_1e7.json")),
 }
 
 

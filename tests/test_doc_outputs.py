@@ -28,7 +28,6 @@ NOT_YET = {
     ("docs/bbvi.md", "exact posterior by enumeration"),
     ("docs/dsvi.md", "data       model           N"),
     ("docs/dsvi.md", "method                 SMSE"),
-    ("docs/dsvi.md", "     rows road     wall s"),
     ("docs/accuracy.md", "posterior                          params  seconds"),
 }
 
