@@ -28,7 +28,6 @@ NOT_YET = {
     ("docs/bbvi.md", "exact posterior by enumeration"),
     ("docs/dsvi.md", "data       model           N"),
     ("docs/dsvi.md", "method                 SMSE"),
-    ("docs/accuracy.md", "posterior                          params  seconds"),
     # timings of a quiet machine (the counts in them could be checked; the seconds cannot)
     ("docs/benchmarks.md", "$ python benchmarks/gradient_speed.py --hand"),
     ("docs/python.md", "$ python benchmarks/api_overhead.py"),
