@@ -44,7 +44,7 @@ def config_lines(result, info: dict) -> list[str]:
         f"model = {_model_name(info.get('model'))}",
         "method = variational",
         "  variational",
-        f"    algorithm = {'fullrank' if getattr(vi, 'method', '') == 'fullrank' else 'meanfield'}",
+        f"    algorithm = {_algorithm(vi)}",
         f"    iter = {cap}",
         f"    grad_samples = {getattr(vi, 'grad_samples', 1) or 1}",
         f"    elbo_samples = {settings.get('elbo_samples', 100)}",
@@ -66,6 +66,14 @@ def config_lines(result, info: dict) -> list[str]:
         "ppl_method_text = " + str(info.get("method_text") or result.method).replace("\n", " "),
     ]
     return ["# " + line for line in lines]
+
+
+def _algorithm(vi) -> str:
+    """CmdStan's word for q's Gaussian: `fullrank` when its scale has an entry below the
+    diagonal (the coordinates are correlated under q), else `meanfield`."""
+    tril = getattr(vi, "scale_tril", None)
+    full = tril is not None and np.ndim(tril) == 2 and np.any(np.tril(tril, -1) != 0)
+    return "fullrank" if full else "meanfield"
 
 
 def _eta(vi) -> str:
