@@ -387,7 +387,22 @@ def fit_local_global(
         time.perf_counter() - start, local, batch, burnin, samples, kappa, tau,
         evaluations=fitter.plan.evaluations, grad_evals=t * (samples + 2) * S, fitter=fitter,
     )  # fmt: skip
+    result.elbo = _elbo(result, rows, history[-1] if history else float(np.mean(window)), rng)
     return result
+
+
+def _elbo(result: SVIResult, rows, windowed: float, rng: np.random.Generator) -> float:
+    """On all rows: the mean of log p - log q over 100 draws (log q the stand-in of
+    SVIResult.log_q). Under --batch: the last window's mean (N / B-scaled) log joint at the Gibbs
+    states plus q's Gaussian entropy, a cheap figure that leaves out the local part's entropy."""
+    if isinstance(rows, AllRows):
+        zeta = result.sample(rng, 100)
+        with np.errstate(all="ignore"):
+            values = result.model.log_joint(zeta, binary=True) - result.log_q(zeta)
+        if np.all(np.isfinite(values)):
+            return float(np.mean(values))
+    entropy = np.sum(0.5 * np.log(2 * np.pi * np.e / result.precision))
+    return float(windowed + entropy)
 
 
 def _inclusion(fitter: LocalGlobal, probs: np.ndarray) -> dict[str, np.ndarray]:
