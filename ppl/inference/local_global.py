@@ -18,9 +18,11 @@ statements are weighted N / B.
 The step is the natural gradient of a Gaussian q (the "variational online Newton" form):
 precision <- (1 - rho) precision + rho (-E d2 log p), mean <- mean + rho grad / precision, with
 rho_t = (t + tau)^-kappa. For a conditionally conjugate model it is Hoffman et al.'s update of the
-natural parameters, the one the paper uses; the diagonal of the Hessian is estimated by a secant
-along a random +-1 direction (unbiased for the diagonal, at fixed local draws: the complete
-conditional's precision, as in SVI). The local step is exact given beta, so no local variational
+natural parameters, the one the paper uses. The diagonal of the Hessian is estimated by a secant
+along a random +-1 direction at fixed local draws (the complete conditional's precision, as in
+SVI), minus the variance of the gradient over the local draws (Louis's identity: the marginal
+curvature of log p(y, beta) is the complete-data one less that variance; without it q(beta) is as
+narrow as if the local draws were known -- on an 8-point mixture, indicators 0.1 too sure). The local step is exact given beta, so no local variational
 parameters need tuning; ``local="meanfield"`` (the paper's MF-SSVI) instead fits a Bernoulli
 q(z) per local binary by a few coordinate-ascent passes on the conditional log-odds.
 
@@ -347,18 +349,22 @@ def fit_local_global(
         X[:, fitter.q_batch] = v
         if local == "meanfield":
             fitter.mf_means = X.copy()
-        g_sum, lp, p_sum, count = np.zeros(len(mean)), 0.0, 0.0, 0
+        g_all, p_sum, count = [], 0.0, 0
         for p in fitter.local_step(X, burnin, samples, rng):
-            g_sum += fitter.gradient(X, v).sum(axis=0)
+            g_all.append(fitter.gradient(X, v))
             p_sum = p_sum + p.mean(axis=0)
             count += 1
+        g_sum = np.sum(g_all, axis=(0, 1))
+        # Louis's identity: the marginal curvature is the complete-data one minus the variance
+        # of the complete-data gradient over the local draws
+        spread = np.var(np.concatenate(g_all), axis=0, ddof=1) if count * S > 1 else 0.0
         with np.errstate(all="ignore"):
             lp = float(np.mean(scaled_log_joint(rows.batch_model, X, fitter.scales)))
         r = rng.choice([-1.0, 1.0], size=len(mean))
         delta = 1e-2 * sd
         g2 = fitter.gradient(X, v + delta * r).sum(axis=0)
         g1 = fitter.gradient(X, v).sum(axis=0)
-        curvature = -((g2 - g1) * r / delta) / S
+        curvature = -((g2 - g1) * r / delta) / S - spread
         state[:, cols] = X
         rho = step_size(t, tau, kappa)
         precision = (1 - rho) * precision + rho * np.maximum(curvature, 1e-3)
