@@ -22,9 +22,12 @@ natural parameters, the one the paper uses. The diagonal of the Hessian is estim
 along a random +-1 direction at fixed local draws (the complete conditional's precision, as in
 SVI), minus the variance of the gradient over the local draws (Louis's identity: the marginal
 curvature of log p(y, beta) is the complete-data one less that variance; without it q(beta) is as
-narrow as if the local draws were known -- on an 8-point mixture, indicators 0.1 too sure). The local step is exact given beta, so no local variational
-parameters need tuning; ``local="meanfield"`` (the paper's MF-SSVI) instead fits a Bernoulli
-q(z) per local binary by a few coordinate-ascent passes on the conditional log-odds.
+narrow as if the local draws were known -- on an 8-point mixture, indicators 0.1 too sure).
+
+The local step is exact given beta, so no local variational parameters need tuning.
+``local="meanfield"`` (the paper's MF-SSVI) instead sets a Bernoulli q(z) per local binary to the
+expit of its conditional log-odds at the other coordinates' means (one coordinate-ascent pass on
+the local ELBO per sweep) and draws z from it.
 
 Not here: the sweep's cost is K batch evaluations for K local binaries per row (rows are done in
 parallel, coordinates are not); a model whose local latents are coupled across rows is refused.
