@@ -213,9 +213,10 @@ class LocalGlobal:
         for lat in bm.latents:
             if lat.name in local_names and not drawn[lat.offset : lat.offset + lat.size].all():
                 raise ModelError(f"local latent '{lat.name}' is neither binary nor drawn by Gibbs")
-        weight = rows.N / rows.B if rows.B else 1.0
+        self.weight = weight = rows.N / rows.B if rows.B else 1.0
         self.scales = dict.fromkeys(rows.row_keys(), weight)
         self.rng = rng
+        self.fast: list = []  # ppl.inference.gibbs_quadratic.QuadraticPairs, when they apply
 
     def q_full(self) -> np.ndarray:
         """The full model's coordinates of q (global: the same under every batch)."""
@@ -239,6 +240,39 @@ class LocalGlobal:
             paired.row_map, paired.sampled, paired.sizes = (
                 self.plan.row_map, self.plan.sampled, self.plan.sizes)  # fmt: skip
             self.plan = paired
+        self.try_incremental(x[None])
+
+    def try_incremental(self, X: np.ndarray) -> None:
+        """Take the incremental pair updates (ppl.inference.gibbs_quadratic) for a local binary
+        latent and its slab when they agree with the exact ones at X, and when nothing else is
+        local (another local latent could move the pair's quadratic form)."""
+        from ppl.inference.gibbs_quadratic import QuadraticPairs
+
+        plan = self.plan
+        names = {u.name for u in plan.local}
+        if len(names) != 1 or any(u.binary is None or u.cont is None for u in plan.local):
+            return
+        bm = self.rows.batch_model
+        pairs = QuadraticPairs(plan, list(plan.local), lambda Y: scaled_log_joint(bm, Y, {}))
+        with np.errstate(all="ignore"):
+            pairs.prepare(X[0])
+            K = pairs.K
+            ok = np.all(pairs.p > 0) and pairs.agrees(X, sorted({0, K // 2, K - 1}), self.rng)
+        if ok:
+            self.fast = [pairs]
+            plan.local = []
+
+    def sweeps(self, X: np.ndarray, n: int, rng: np.random.Generator):
+        """n Gibbs sweeps on X in place, yielding the conditional P(z = 1) of the binary
+        coordinates after each: the incremental pairs first, then the plan's units."""
+        gens = []
+        for pairs in self.fast:
+            pairs.prepare(X[0])
+            gens.append(pairs.sweeps(X, n, rng))
+        for _ in range(n):
+            probs = [next(g)[None] for g in gens]
+            probs.append(gibbs.sweep(self.plan, X, rng))
+            yield np.concatenate(probs, axis=1)
 
     def assemble(self, X: np.ndarray, v):
         """X with its q columns replaced by v (S, nq), differentiable in v."""
@@ -258,11 +292,13 @@ class LocalGlobal:
 
     def local_step(self, X: np.ndarray, burnin: int, samples: int, rng):
         """Sweeps on X in place; yields after each of the last `samples` sweeps (the probs)."""
-        for k in range(burnin + samples):
-            if self.local_mode == "meanfield":
+        if self.local_mode == "meanfield":
+            for k in range(burnin + samples):
                 p = meanfield_sweep(self.plan, X, rng, self)
-            else:
-                p = gibbs.sweep(self.plan, X, rng)
+                if k >= burnin:
+                    yield p
+            return
+        for k, p in enumerate(self.sweeps(X, burnin + samples, rng)):
             if k >= burnin:
                 yield p
 
@@ -277,7 +313,7 @@ class LocalGlobal:
             x[result.q_columns] = result.mean + rng.standard_normal(len(result.mean)) * result.sd
             if full and self.plan.columns.size:
                 X = x[None].copy()
-                gibbs.sweep(self.plan, X, rng)
+                next(self.sweeps(X, 1, rng))
                 result.state[chain] = X[0]
                 x = X[0]
             out[j] = x
@@ -359,8 +395,10 @@ def fit_local_global(
             count += 1
         g_sum = np.sum(g_all, axis=(0, 1))
         # Louis's identity: the marginal curvature is the complete-data one minus the variance
-        # of the complete-data gradient over the local draws
-        spread = np.var(np.concatenate(g_all), axis=0, ddof=1) if count * S > 1 else 0.0
+        # of the complete-data gradient over the local draws (within each chain: across chains
+        # beta differs too)
+        spread = np.var(np.array(g_all), axis=0, ddof=1).mean(axis=0) if count > 1 else 0.0
+        spread = spread / fitter.weight  # (N/B)^2 sum over the batch -> N/B times it
         with np.errstate(all="ignore"):
             lp = float(np.mean(scaled_log_joint(rows.batch_model, X, fitter.scales)))
         r = rng.choice([-1.0, 1.0], size=len(mean))
@@ -421,9 +459,7 @@ def _inclusion(fitter: LocalGlobal, probs: np.ndarray) -> dict[str, np.ndarray]:
         return {}
     kept = probs[len(probs) // 2 :].mean(axis=0)
     out: dict[str, list] = {}
-    k = 0
-    for u in fitter.plan.local:
-        k += u.size if u.binary is not None else 0
+    k = probs.shape[1] - sum(u.binary is not None for u in fitter.plan.globals_)
     for u in fitter.plan.globals_:
         if u.binary is not None:
             out.setdefault(u.name, []).append(float(kept[k]))
