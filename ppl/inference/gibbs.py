@@ -300,3 +300,38 @@ def check_quadratic(plan: GibbsPlan, X: np.ndarray) -> list[str]:
                 bad.append(u.name)
                 break
     return bad
+
+
+def coupled(model, rng: np.random.Generator, per_latent: int = 32) -> bool:
+    """Whether two binary coordinates share a term of the log joint (so their posterior is
+    dependent and a factorised q(z) cannot show it): a probe (ppl.inference.blankets) of the
+    first `per_latent` coordinates of each binary latent and `per_latent` spread over it (a
+    column-major array's neighbours in a row are far apart), at a random point and at it with
+    the binaries flipped."""
+    from ppl.inference.blankets import TermLayoutError, find_blankets
+    from ppl.ir.graph import build_graph
+    from ppl.runtime.signals import NeedsPerSample
+
+    columns = []
+    for lat in model.latents:
+        if lat.binary and lat.size:
+            picks = np.arange(min(per_latent, lat.size))
+            spread = np.linspace(0, lat.size - 1, min(per_latent, lat.size)).astype(int)
+            columns.append(lat.offset + np.union1d(picks, spread))
+    if not columns:
+        return False
+    columns = np.concatenate(columns)
+    if len(columns) < 2:
+        return False
+    point = model.random_init(rng)
+    point[columns] = rng.integers(0, 2, len(columns))
+    binary = np.zeros(model.dim, dtype=bool)
+    for lat in model.latents:
+        binary[lat.offset : lat.offset + lat.size] = lat.binary
+    points = [point, np.where(binary, 1.0 - point, point)]
+    try:
+        blankets = find_blankets(model, build_graph(model.checked, model), points, rng, columns)
+    except (TermLayoutError, NeedsPerSample):  # no elementwise terms to tell: the mixed fit
+        return False
+    shared = np.asarray(blankets.matrix[:, columns].sum(axis=1)).ravel()
+    return bool(np.any(shared >= 2))

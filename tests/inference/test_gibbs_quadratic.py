@@ -28,7 +28,7 @@ def _bpfa(tmp_path, N=12, P=4, K=3, seed=0):
 def test_incremental_pairs_equal_the_exact_update(tmp_path):
     model = _bpfa(tmp_path)
     rng = np.random.default_rng(1)
-    fitter = LocalGlobal(model, rows_of(model, 5, rng), 1, rng, "gibbs")
+    fitter = LocalGlobal(model, rows_of(model, 5, rng), 1, rng, True)
     state = model.random_init(rng)[None]
     for lat in model.latents:
         if lat.binary:
