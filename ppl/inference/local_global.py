@@ -408,7 +408,7 @@ def fit_local_global(
         r = rng.choice([-1.0, 1.0], size=len(mean))
         delta = 1e-2 * sd
         g2 = fitter.gradient(X, v + delta * r).sum(axis=0)
-        g1 = fitter.gradient(X, v).sum(axis=0)
+        g1 = g_all[-1].sum(axis=0)  # at the last kept state, which X still is
         complete = -((g2 - g1) * r / delta) / S
         # the variance from 3 draws is noisy: it may take the curvature down at most 4 times
         curvature = np.maximum(complete - spread, complete / 4)
@@ -438,7 +438,7 @@ def fit_local_global(
     result = SVIResult(
         model, q_cols, mean, precision, state, inclusion, trace, t, converged,
         time.perf_counter() - start, gibbs_step, batch, burnin, samples, kappa, tau,
-        evaluations=fitter.plan.evaluations, grad_evals=t * (samples + 2) * S, fitter=fitter,
+        evaluations=fitter.plan.evaluations, grad_evals=t * (samples + 1) * S, fitter=fitter,
     )  # fmt: skip
     result.elbo = _elbo(result, rows, history[-1] if history else float(np.mean(window)), rng)
     return result
