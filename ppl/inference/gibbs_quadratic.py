@@ -124,6 +124,36 @@ class QuadraticPairs:
             X[0, self.zc], X[0, self.wc] = z, w
             yield probs.T.ravel()
 
+    def meanfield_sweeps(self, X: np.ndarray, n: int, rng: np.random.Generator):
+        """The paper's MF-SSVI local step on these pairs: q(z_k) q(w_k) = Bernoulli(theta_k)
+        N(nu_k, 1 / kappa_k), n passes of coordinate ascent on the local ELBO (closed form in
+        the quadratic coefficients, with E[u_k] = theta_k nu_k, E[u_k^2] = theta_k (nu_k^2 +
+        1 / kappa_k)): kappa_k = theta_k G_kk + p_k, nu_k = (theta_k rest_k + p_k m_k) / kappa_k,
+        logit theta_k = A_k + nu_k rest_k - G_kk (nu_k^2 + 1 / kappa_k) / 2, rest_k = b_k -
+        sum_{j != k} G_kj E[u_j]; started at the row's last state; after each pass a draw of q
+        into X. Yields theta (B K,) ordered as sweeps()."""
+        x = X[0]
+        theta, nu = x[self.zc].copy(), x[self.wc].copy()
+        kappa = self.p.copy()
+        ubar = theta * nu
+        r = self.b - np.einsum("ijk,ik->ij", self.G, ubar)  # b - G E[u]
+        for _ in range(n):
+            for k in range(self.K):
+                Gkk, pk, mk = self.G[:, k, k], self.p[:, k], self.m[:, k]
+                rest = r[:, k] + Gkk * ubar[:, k]  # b_k - sum_{j != k} G_kj E[u_j]
+                # q(w_k) at the current theta_k, then theta_k at that q(w_k)
+                kappa[:, k] = theta[:, k] * Gkk + pk
+                nu[:, k] = (theta[:, k] * rest + pk * mk) / kappa[:, k]
+                second = nu[:, k] ** 2 + 1 / kappa[:, k]  # E[w_k^2]
+                theta[:, k] = expit(self.A[:, k] + nu[:, k] * rest - 0.5 * Gkk * second)
+                new = theta[:, k] * nu[:, k]
+                r -= self.G[:, :, k] * (new - ubar[:, k])[:, None]
+                ubar[:, k] = new
+            on = rng.uniform(size=theta.shape) < theta
+            w = nu + rng.standard_normal(nu.shape) / np.sqrt(kappa)
+            X[0, self.zc], X[0, self.wc] = on.astype(float), w
+            yield theta.T.ravel()
+
     def agrees(self, X: np.ndarray, ks: list[int], rng: np.random.Generator) -> bool:
         """Whether the incremental log-odds and w | z = 1 equal the exact six-point ones at X
         for the coordinates ks."""

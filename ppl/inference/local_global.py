@@ -299,10 +299,16 @@ class LocalGlobal:
     def local_step(self, X: np.ndarray, burnin: int, samples: int, rng):
         """Sweeps on X in place; yields after each of the last `samples` sweeps (the probs)."""
         if not self.gibbs_step:
+            gens = []
+            for pairs in self.fast:  # spike-and-slab pairs: q(z) q(w) in closed form
+                pairs.prepare(X[0])
+                gens.append(pairs.meanfield_sweeps(X, burnin + samples, rng))
             for k in range(burnin + samples):
-                p = meanfield_sweep(self.plan, X, rng, self)
+                probs = [next(g)[None] for g in gens]
+                if self.plan.local or self.plan.globals_:
+                    probs.append(meanfield_sweep(self.plan, X, rng, self))
                 if k >= burnin:
-                    yield p
+                    yield np.concatenate(probs, axis=1)
             return
         for k, p in enumerate(self.sweeps(X, burnin + samples, rng)):
             if k >= burnin:
