@@ -57,12 +57,21 @@ class SVI(CompositeMethod):
 
 SVI_METHOD = SVI()
 
+#: Global binary coordinates (each its own model call per sweep) beyond which `auto` keeps the
+#: mixed fit: BPFA written with a flat Z[N K] (models/bpfa/bpfa.model) would need 8,192 calls per
+#: sweep; its per-row form (bpfa_rows.model) does its rows in parallel.
+MAX_GLOBAL_UNITS = 256
+
 
 def gibbs_road(model, rng) -> bool:
     """Whether `auto` fits this model with binary latents by Gibbs-SSVI: when two binary
     coordinates share a term (ppl.inference.gibbs.coupled), so that their posterior is dependent
-    and the mixed fit's factorised q(z) would commit to one configuration, and the Gibbs road can
-    draw every latent it needs to (a local continuous latent must be conditionally Gaussian)."""
-    from ppl.inference.gibbs import coupled
+    and the mixed fit's factorised q(z) would commit to one configuration; and when a sweep is
+    affordable (at most MAX_GLOBAL_UNITS binary coordinates outside the rows)."""
+    from ppl.inference.gibbs import coupled, plan_gibbs
+    from ppl.inference.local_global import rows_of
 
+    rows = rows_of(model, None, rng)
+    if len(plan_gibbs(model, rows.local, rows.B).globals_) > MAX_GLOBAL_UNITS:
+        return False  # a sweep would be one model call per global binary: the mixed fit
     return coupled(model, rng)
