@@ -73,7 +73,7 @@ class Auto(CompositeMethod):
 
     def fit(self, model, chosen, init, rng, options: FitOptions) -> Fitted:
         if any(lat.binary for lat in model.latents):
-            if options.optimizer is None and gibbs_road(model, rng):
+            if options.optimizer is None and options.checkpoint is None and gibbs_road(model, rng):
                 return SVI_METHOD.fit(model, chosen, init, rng, options)
             return MIXED.fit(model, chosen, init, rng, options)
         if not deterministic(options, False):

@@ -22,6 +22,8 @@ class SVI(CompositeMethod):
             raise ModelError(f"--local {o.local}: choose gibbs or meanfield")
         if o.burnin < 0 or o.samples < 1:
             raise ModelError("--burnin must be >= 0 and --samples >= 1")
+        if o.checkpoint is not None:
+            raise ModelError("--checkpoint/--resume: --method svi has no checkpoints yet")
         if not 0.5 < o.kappa <= 1.0 or o.tau < 0:
             raise ModelError("--kappa must be in (0.5, 1] and --tau >= 0 (Robbins-Monro)")
 
