@@ -111,3 +111,25 @@ def test_spike_and_slab_inclusion_matches_enumeration():
     assert isinstance(result.how, SVI)
     p = result.vi.inclusion["z"]
     assert np.max(np.abs(p - exact)) < 0.1, (p, exact)
+
+
+SLAB = """
+data { int N; matrix[N, 3] X; vector[N] y; }
+parameters { array[3] int<lower=0, upper=1> z; vector[3] w; real<lower=0> sigma; }
+model {
+  z ~ bernoulli(0.5);
+  w ~ normal(0, 1);
+  sigma ~ normal(0, 1);
+  y ~ normal(X * (to_vector(z) .* w), sigma);
+}
+"""
+
+
+def test_auto_takes_the_gibbs_road_only_for_indicators_that_share_terms():
+    from ppl.methods.svi import gibbs_road
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(10, 3))
+    slab = _model(SLAB, {"N": 10, "X": X, "y": X @ [1.0, 0.0, -0.5] + rng.normal(size=10)})
+    assert gibbs_road(slab, rng)  # all three explain the same y
+    assert not gibbs_road(_model(MIXTURE, MIX_DATA), rng)  # one indicator per point
