@@ -86,6 +86,10 @@ class FamilyObjective:
     def sample(self, theta: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
         return self.family.rvs(theta, rng, n)
 
+    def moments(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """q's mean and sd per coordinate (the optimum rule's view)."""
+        return self.family.moments(theta)
+
     def log_q(self, theta: np.ndarray, zeta: np.ndarray) -> np.ndarray:
         return self.family.log_q_terms(theta, zeta).sum(axis=1)
 
@@ -181,7 +185,7 @@ def fit_stochastic(
     optimizer: str = "stan",
     eta: float | None = None,
     max_iter: int = 10000,
-    tol_rel_obj: float = 0.01,
+    tol_rel_obj: float | None = 0.01,
     eval_elbo: int = 100,
     elbo_samples: int = 1000,
     seed: int = 0,

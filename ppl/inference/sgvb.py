@@ -104,6 +104,9 @@ class SGVBObjective:
     def mean(self, theta: np.ndarray) -> np.ndarray:
         return self.family.moments(theta)[0]
 
+    def moments(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.family.moments(theta)
+
     def where(self, theta: np.ndarray) -> str:
         return ""
 
@@ -129,7 +132,7 @@ def fit_sgvb(
     optimizer: str = "adam",
     optimizer_options: dict | None = None,
     max_iter: int = 10000,
-    tol_rel_obj: float = 0.01,
+    tol_rel_obj: float | None = 0.01,
     eval_elbo: int = 100,
     grad_samples: int = 10,
     elbo_samples: int = 100,
