@@ -54,7 +54,7 @@ STAN_TOL_REL_OBJ = 0.01
 
 #: How far two successive phase averages of q may differ for the fit to count as at its optimum:
 #: every mean by at most this many of q's sds, every sd by at most this fraction (on log scale).
-OPTIMUM_TOL = 0.05
+OPTIMUM_TOL = 0.1
 #: The largest Monte Carlo standard error of a phase average (in q's sds, by batch means) before
 #: the phase may end: Polyak-Ruppert's error does not shrink with the step size, only with the
 #: length of the average (minibatches of B of N rows: about sqrt(N / (B T)) sd after T steps).
