@@ -87,8 +87,12 @@ class FamilyObjective:
         return self.family.rvs(theta, rng, n)
 
     def moments(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """q's mean and sd per coordinate (the optimum rule's view)."""
-        return self.family.moments(theta)
+        """q's mean and sd per coordinate (the optimum rule's view); with a binary block (no
+        moments of its own), the parameters themselves in their own units (logits)."""
+        try:
+            return self.family.moments(theta)
+        except AttributeError:
+            return np.asarray(theta, dtype=float), np.ones(np.size(theta))
 
     def log_q(self, theta: np.ndarray, zeta: np.ndarray) -> np.ndarray:
         return self.family.log_q_terms(theta, zeta).sum(axis=1)

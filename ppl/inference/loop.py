@@ -236,16 +236,13 @@ def run(
         checkpoint.restore_extras()
         start -= s.seconds
     else:
-        if tol_rel_obj is None and schedule is StanStepSize:
-            schedule = PhaseStepSize  # the optimum rule decreases eta itself, by phases
         s = _start(
             objective, np.array(theta0, dtype=float), eta, schedule, windowed,
             new_rule=lambda elbo0: StoppingRule(max_iter, eval_elbo, tol_rel_obj or
                                                 STAN_TOL_REL_OBJ, elbo0),
             adapt=(adapt_iter, adapt_seed), progress=progress, checkpoint=checkpoint,
+            optimum=tol_rel_obj is None,
         )  # fmt: skip
-        if tol_rel_obj is None:
-            s.optimum = OptimumRule(s.theta.size)
     moments = _moments(objective)
 
     start_phase(progress, f"stochastic ELBO optimisation (eta {s.eta:g})")
@@ -298,10 +295,13 @@ def run(
 def _start(
     objective, theta0: np.ndarray, eta: float | None, schedule, windowed: bool, *,
     new_rule: Callable[[float | None], StoppingRule], adapt: tuple[int, int],
-    progress, checkpoint: Checkpointer | None,
+    progress, checkpoint: Checkpointer | None, optimum: bool = False,
 ) -> LoopState:  # fmt: skip
     """The state at iteration 0 of a fresh fit: eta adapted over Stan's grid when not given
-    (`adapt`: its iterations per trial and its seed)."""
+    (`adapt`: its iterations per trial and its seed). `optimum`: ended by the optimum rule,
+    which decreases eta itself by phases (so Stan's sequence loses its t^-1/2 decay)."""
+    if optimum and schedule is StanStepSize:
+        schedule = PhaseStepSize
     elbo0 = None if windowed else objective.elbo(theta0)
     if elbo0 is not None and not np.isfinite(elbo0):
         raise FitError(objective.cannot_start(theta0) + " " + ADVICE)
@@ -325,6 +325,7 @@ def _start(
         best=(no_elbo, theta0, 0),
         adapt_used=adapt_used,
         trials=trials,
+        optimum=OptimumRule(theta0.size) if optimum else None,
     )
 
 
