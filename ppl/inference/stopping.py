@@ -54,7 +54,7 @@ STAN_TOL_REL_OBJ = 0.01
 
 #: How far two successive phase averages of q may differ for the fit to count as at its optimum:
 #: every mean by at most this many of q's sds, every sd by at most this fraction (on log scale).
-OPTIMUM_TOL = 0.1
+OPTIMUM_TOL = 0.05
 #: The largest Monte Carlo standard error of a phase average (in q's sds, by batch means) before
 #: the phase may end: Polyak-Ruppert's error does not shrink with the step size, only with the
 #: length of the average (minibatches of B of N rows: about sqrt(N / (B T)) sd after T steps).
@@ -71,13 +71,20 @@ def trend_statistics(batches: np.ndarray) -> np.ndarray:
     """Per column, the t statistic of the least-squares slope of the rows (batch means in time
     order) against their index: t_{n-2} under a stationary sequence of independent batch
     means, and large for a trend whatever the noise (residuals are taken about the line, so the
-    trend does not inflate its own standard error)."""
+    trend does not inflate its own standard error). Batch means of slowly mixing iterates are
+    not independent: the residual variance is inflated by (1 + rho) / (1 - rho), rho their
+    lag-1 autocorrelation pooled over the columns (AR(1), as for the variance of a mean)."""
     n = batches.shape[0]
     x = np.arange(n) - (n - 1) / 2.0
     sxx = float(x @ x)
     slope = x @ (batches - batches.mean(axis=0)) / sxx
     resid = batches - batches.mean(axis=0) - np.outer(x, slope)
     s2 = np.sum(resid**2, axis=0) / (n - 2)
+    lag = np.sum(resid[1:] * resid[:-1], axis=0)
+    total = np.sum(resid**2, axis=0)
+    rho = float(np.clip(np.median(lag[total > 0] / total[total > 0]), 0.0, 0.9)) if np.any(
+        total > 0) else 0.0  # fmt: skip
+    s2 = s2 * (1.0 + rho) / (1.0 - rho)
     with np.errstate(divide="ignore", invalid="ignore"):
         t = slope / np.sqrt(s2 / sxx)
     return np.where(s2 > 0, t, np.where(slope == 0, 0.0, np.inf))
