@@ -17,7 +17,15 @@ Two fits a user picks by name, at the default stopping rule (or Stan's relative-
 
 Prints, per case and seed, the worst |mean error| / reference sd, the worst |sd ratio - 1| (on
 the unconstrained scale: q's own), iterations, gradient evaluations and seconds; writes them to
-`--out` as JSON (benchmarks/tables.py renders the table in docs/dsvi.md from it).
+`--out` as JSON. `--render` rewrites the table in docs/dsvi.md (between `<!-- table
+dsvi-optimum: made by benchmarks/dsvi_optimum.py -->` and `<!-- end table dsvi-optimum -->`) from
+the two stored runs, as benchmarks/tables.py does for its tables; tests/inference/
+test_optimum_rule.py fails when the doc's table differs from them:
+
+    python benchmarks/dsvi_optimum.py --seeds 3 --out benchmarks/results/dsvi_optimum.json
+    python benchmarks/dsvi_optimum.py --seeds 3 --tol 0.01 \
+        --out benchmarks/results/dsvi_optimum_stan.json
+    python benchmarks/dsvi_optimum.py --render
 """
 
 from __future__ import annotations
@@ -58,6 +66,15 @@ model {
 }
 """
 ROWS, BATCH, PARTS = 20000, 1000, 4
+RESULTS = ROOT / "benchmarks" / "results"
+RUNS = (RESULTS / "dsvi_optimum_stan.json", RESULTS / "dsvi_optimum.json")
+DOC = ROOT / "docs" / "dsvi.md"
+NAME = "dsvi-optimum"
+CASES = {
+    "breast": "breast cancer, `--rank full`, vs NUTS",
+    "stream": "20,000 rows, `--batch 1000 --stream`, vs all rows",
+    "dask": "20,000 rows in 4 files, `--batch 1000` on Dask, vs all rows",
+}
 
 
 def unconstrained(vi) -> tuple[np.ndarray, np.ndarray]:
@@ -174,6 +191,51 @@ def print_row(r: dict) -> None:
           flush=True)  # fmt: skip
 
 
+def span(values, fmt: str) -> str:
+    lo, hi = min(values), max(values)
+    return format(lo, fmt) if format(lo, fmt) == format(hi, fmt) else f"{lo:{fmt}}-{hi:{fmt}}"
+
+
+def table(runs: dict[str, dict]) -> str:
+    """The doc's table: per case and rule, the range over seeds."""
+    lines = [
+        "| fit | rule | seeds | worst \\|mean err\\| / sd | worst \\|sd ratio - 1\\| | "
+        "converged | iterations | gradients | s |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for case, label in CASES.items():
+        for run in runs.values():
+            rows = [r for r in run["rows"] if r["case"] == case]
+            if not rows:
+                continue
+            tol = run.get("tol_rel_obj")
+            name = "optimum" if tol is None else f"Stan, {tol:g}"
+            done = sum(bool(r["stopped_by"]) for r in rows)
+            lines.append(
+                f"| {label} | {name} | {len(rows)} | {span([r['mean_err'] for r in rows], '.3f')} "
+                f"| {span([r['sd_err'] for r in rows], '.3f')} | {done}/{len(rows)} "
+                f"| {span([r['iterations'] for r in rows], 'd')} "
+                f"| {span([r['gradients'] for r in rows], 'd')} "
+                f"| {span([r['seconds'] for r in rows], '.1f')} |"
+            )
+    return "\n".join(lines)
+
+
+def rendered(text: str, runs: dict[str, dict]) -> str:
+    """`text` with the table between the markers re-made from `runs`."""
+    start = f"<!-- table {NAME}: made by benchmarks/dsvi_optimum.py -->"
+    end = f"<!-- end table {NAME} -->"
+    head, found, rest = text.partition(start)
+    _, found_end, tail = rest.partition(end)
+    if not (found and found_end):
+        raise SystemExit(f"{DOC}: no {NAME} table markers")
+    return f"{head}{start}\n{table(runs)}\n{end}{tail}"
+
+
+def load_runs() -> dict[str, dict]:
+    return {path.stem: json.loads(path.read_text()) for path in RUNS if path.exists()}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=3)
@@ -187,7 +249,11 @@ def main(argv=None) -> int:
                     choices=["breast", "stream", "dask"])  # fmt: skip
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/ppl-dsvi-optimum"))
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--render", action="store_true", help="rewrite docs/dsvi.md's table")
     args = ap.parse_args(argv)
+    if args.render:
+        DOC.write_text(rendered(DOC.read_text(), load_runs()))
+        return 0
     seeds = list(range(1, args.seeds + 1))
     rule = "the optimum rule" if args.tol is None else f"Stan's rule, tol_rel_obj {args.tol:g}"
     print(f"stopping: {rule}; worst parameter per fit (unconstrained scale)\n")

@@ -87,12 +87,19 @@ class FamilyObjective:
         return self.family.rvs(theta, rng, n)
 
     def moments(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """q's mean and sd per coordinate (the optimum rule's view); with a binary block (no
-        moments of its own), the parameters themselves in their own units (logits)."""
-        try:
-            return self.family.moments(theta)
-        except AttributeError:
-            return np.asarray(theta, dtype=float), np.ones(np.size(theta))
+        """q's mean and sd per block coordinate (the optimum rule's view). A binary block is
+        judged by q(z = 1) in absolute units (sd 0): its logits may rightly run off to +-inf."""
+        theta = np.asarray(theta, dtype=float)
+        means, sds = [], []
+        for _, fam, k in self.family.parts:
+            part = theta[k : k + fam.size]
+            if hasattr(fam, "moments"):
+                mean, sd = fam.moments(part)
+            else:
+                mean, sd = 1.0 / (1.0 + np.exp(-part)), np.zeros(part.size)
+            means.append(mean)
+            sds.append(sd)
+        return np.concatenate(means), np.concatenate(sds)
 
     def log_q(self, theta: np.ndarray, zeta: np.ndarray) -> np.ndarray:
         return self.family.log_q_terms(theta, zeta).sum(axis=1)

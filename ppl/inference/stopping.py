@@ -105,14 +105,21 @@ def batch_means(subs: np.ndarray, batches: int = _BATCHES) -> np.ndarray | None:
     return subs[subs.shape[0] - n :].reshape(batches, n // batches, -1).mean(axis=1)
 
 
-def stationary(subs: np.ndarray, batches: int = _BATCHES) -> bool:
+def stationary(subs: np.ndarray, batches: int = _BATCHES, units: np.ndarray | None = None,
+               negligible: float = 0.0) -> bool:  # fmt: skip
     """Whether a sequence of sub-window means (rows, in time order) has stopped trending: no
-    column's slope over `batches` consecutive batch means is beyond the family-wise bound."""
+    column's slope over `batches` consecutive batch means is beyond the family-wise bound,
+    unless its whole drift over the window is below `negligible` `units` (a probability
+    creeping towards 0 or 1 trends without noise, and without consequence)."""
     grouped = batch_means(subs, batches)
     if grouped is None:
         return False
     t = trend_statistics(grouped)
-    return bool(np.max(np.abs(t)) < trend_threshold(grouped.shape[1], batches))
+    trending = np.abs(t) >= trend_threshold(grouped.shape[1], batches)
+    if negligible > 0 and units is not None:
+        drift = np.abs(grouped[-1] - grouped[0]) + np.abs(grouped.max(axis=0) - grouped.min(axis=0))
+        trending &= drift / units >= negligible
+    return not bool(np.any(trending))
 
 
 def q_units(sd: np.ndarray) -> np.ndarray:
@@ -192,11 +199,13 @@ class OptimumRule:
         half = [s for s in self.snapshots if s[0] <= n // 2]
         first, k0, sum0 = half[-1] if half else self.snapshots[0]
         subs = np.array(self.subs[first:])
-        if n - first < _BATCHES or not stationary(subs):
+        if n - first < _BATCHES:
             return None
         average = (self.cumsum - sum0) / (k - k0)
         mean, sd = moments(average)
         units = q_units(sd)
+        if not stationary(subs, units=units, negligible=self.tol / 2.0):
+            return None
         grouped = batch_means(subs)
         mcse = grouped.std(axis=0, ddof=1) / np.sqrt(len(grouped)) / units
         now = view(mean, sd)

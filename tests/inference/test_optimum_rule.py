@@ -96,3 +96,40 @@ def test_tol_rel_obj_keeps_stans_rule(conjugate):
     model, _, _ = conjugate
     result = fit(model, method="advi", seed=1, draws=200, refine_draws=0, tol_rel_obj=0.01)
     assert result.vi.stopped_by == "relative ELBO"
+
+
+GAMMA_POISSON = """
+data { int N; array[N] int y; }
+parameters { real<lower=0> lambda; }
+model { lambda ~ gamma(2, 1); y ~ poisson(lambda); }
+"""
+
+
+def test_sgvb_ends_at_the_exact_gamma_posterior():
+    # a gamma q (SGVB, Adam steps halved by the rule) on a conjugate gamma-Poisson model: the
+    # posterior is gamma(2 + sum y, 1 + N), so q can be exact; log lambda's mean and sd
+    from scipy.special import digamma, polygamma
+
+    y = np.random.default_rng(4).poisson(3.0, 30)
+    model = CompiledModel(check(parse(GAMMA_POISSON, "test.model")), {"N": np.asarray(30), "y": y})
+    shape, rate = 2.0 + y.sum(), 1.0 + len(y)
+    mean, sd = digamma(shape) - np.log(rate), float(np.sqrt(polygamma(1, shape)))
+    result = fit(model, method="advi", families={"lambda": "gamma"}, seed=1, draws=200,
+                 refine_draws=0)  # fmt: skip
+    vi = result.vi
+    q_mean, q_sd = vi.family.moments(vi.theta)
+    assert vi.converged
+    assert abs(q_mean[0] - mean) / sd < 0.31
+    assert abs(np.log(q_sd[0] / sd)) < 0.3
+
+
+def test_the_docs_table_is_the_stored_runs():
+    import runpy
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    bench = runpy.run_path(str(root / "benchmarks" / "dsvi_optimum.py"), run_name="bench")
+    doc = (root / "docs" / "dsvi.md").read_text()
+    assert bench["rendered"](doc, bench["load_runs"]()) == doc, (
+        "python benchmarks/dsvi_optimum.py --render rewrites it"
+    )
