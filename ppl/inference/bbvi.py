@@ -50,6 +50,7 @@ class BBVIResult:
     warnings: list[str] = field(default_factory=list)
     grad_samples: int = 100
     averaged: bool = True
+    stopped_by: str = ""  # the loop's test that ended the fit (ppl.inference.loop.LoopResult)
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         return self.family.sample(self.theta, rng, n)
@@ -223,7 +224,7 @@ def fit_stochastic(
     return BBVIResult(
         objective, out.theta, out.trace, out.elbo, out.iterations, out.iterations,
         out.converged, eta, out.seconds, getattr(objective, "estimator", ""), optimizer,
-        warnings=out.warnings,
+        warnings=out.warnings, stopped_by=out.stopped_by,
     )  # fmt: skip
 
 

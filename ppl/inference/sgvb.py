@@ -48,6 +48,7 @@ class SGVBResult:
     grad_samples: int = 10
     polish: dict | None = None
     eta: float = float("nan")
+    stopped_by: str = ""  # the loop's test that ended the stochastic phase
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         zeta, _ = self.family.draws(self.theta, rng.standard_normal((n, self.family.dim)))
@@ -164,7 +165,7 @@ def fit_sgvb(
     grad_evals, _ = out.counters
     result = SGVBResult(
         family, out.theta, out.trace, out.elbo, out.iterations, grad_evals, out.converged,
-        optimizer, out.seconds, out.warnings, grad_samples,
+        optimizer, out.seconds, out.warnings, grad_samples, stopped_by=out.stopped_by,
     )  # fmt: skip
     if polish:
         _polish(log_joint, result, seed=seed + 1)
