@@ -485,12 +485,13 @@ def _finish(objective, s: LoopState, rng, max_iter, tol_rel_obj, average, window
     if not np.isfinite(final_elbo) and not windowed:
         raise FitError("ADVI produced no finite ELBO estimate. " + ADVICE)
     if not s.converged:
-        criterion = (
-            f"tol_rel_obj={tol_rel_obj:g}"
-            if s.optimum is None
-            else "iterates stationary, and two successive averages within "
-            f"{s.optimum.tol:g} sd; the last two differed by {s.optimum.last_change:.2g}"
-        )
+        criterion = f"tol_rel_obj={tol_rel_obj:g}"
+        if s.optimum is not None:
+            o = s.optimum
+            last = (f"the last two differed by {o.last_change:.2g} sd"
+                    if np.isfinite(o.last_change) else f"{o.phases} stationary phases")  # fmt: skip
+            criterion = (f"iterates stationary, and two successive averages within {o.tol:g} sd "
+                         f"beyond their noise; {last}")  # fmt: skip
         warnings.append(
             f"The maximum number of iterations ({max_iter}) was reached without meeting the "
             f"convergence criterion ({criterion}); the approximation may not be "
