@@ -485,7 +485,7 @@ def _finish(objective, s: LoopState, rng, max_iter, tol_rel_obj, average, window
     if not np.isfinite(final_elbo) and not windowed:
         raise FitError("ADVI produced no finite ELBO estimate. " + ADVICE)
     if not s.converged:
-        criterion = f"tol_rel_obj={tol_rel_obj:g}"
+        criterion = f"tol_rel_obj={tol_rel_obj or STAN_TOL_REL_OBJ:g}"
         if s.optimum is not None:
             o = s.optimum
             last = (f"the last two differed by {o.last_change:.2g} sd"
