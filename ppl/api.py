@@ -201,7 +201,7 @@ class Model:
     @user_errors
     def fit(self, data=None, *, method: str = DEFAULTS["method"], seed: int = DEFAULTS["seed"],
             draws: int = DEFAULTS["draws"], iterations: int = DEFAULTS["iterations"],
-            tol_rel_obj: float = DEFAULTS["tol_rel_obj"], psis: bool = False, inits=None,
+            tol_rel_obj: float | None = DEFAULTS["tol_rel_obj"], psis: bool = False, inits=None,
             progress=None, quiet: bool = False, **options) -> Fit:  # fmt: skip
         """Fit the model to `data` (a dict of arrays/numbers/lists, a pandas DataFrame in the
         CSV convention, a path to a .csv/.json file, or a list of these). `inits`: the start, as

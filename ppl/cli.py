@@ -271,8 +271,8 @@ def _add_run_options(f) -> None:
         "--tol-rel-obj",
         type=float,
         default=DEFAULTS["tol_rel_obj"],
-        help=f"relative ELBO change that counts as converged (default {DEFAULTS['tol_rel_obj']}, "
-        "as Stan)",
+        help="end a stochastic fit by Stan's rule at this relative ELBO change (default: at the "
+        "optimum, the iterates stationary; the default road uses 0.01)",
     )
     f.add_argument(
         "--eta",
@@ -377,7 +377,7 @@ def _validate_options(args):
             raise PplError("--draws must be at least 1")
         if args.seed < 0:
             raise PplError("--seed must be a non-negative integer")
-        if args.tol_rel_obj <= 0:
+        if args.tol_rel_obj is not None and args.tol_rel_obj <= 0:
             raise PplError("--tol-rel-obj must be positive")
         if args.eta is not None and not (args.eta > 0 and np.isfinite(args.eta)):
             raise PplError("--eta must be a positive number")

@@ -36,6 +36,7 @@ from ppl.inference.checkpoint import Checkpointer
 from ppl.inference.estimators import Pathwise
 from ppl.inference.result import VIResult
 from ppl.inference.stepsize import StanStepSize
+from ppl.inference.stopping import STAN_TOL_REL_OBJ
 
 __all__ = ["fit_advi", "VIResult", "DEFAULT_GRAD_SAMPLES"]
 
@@ -69,6 +70,11 @@ class PathwiseObjective:
 
     def mean(self, theta: np.ndarray) -> np.ndarray:
         return self.family.mean_scale(theta)[0]
+
+    def moments(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """q's mean and the scale's marginal sd per coordinate (the optimum rule's view)."""
+        mean, scale = self.family.mean_scale(theta)
+        return mean, np.sqrt(np.sum(np.square(scale), axis=1))
 
     def where(self, theta: np.ndarray) -> str:
         mean = self.mean(theta)
@@ -115,7 +121,7 @@ def _check_options(
         ("adapt_iter", adapt_iter),
     ]:
         positive_int(name, value)
-    if not (np.isfinite(tol_rel_obj) and tol_rel_obj > 0):
+    if tol_rel_obj is not None and not (np.isfinite(tol_rel_obj) and tol_rel_obj > 0):
         raise FitError(f"ADVI option tol_rel_obj must be a positive number, got {tol_rel_obj!r}")
     if eta is not None and not (np.isfinite(eta) and eta > 0):
         raise FitError(f"ADVI option eta must be a positive number, got {eta!r}")
@@ -127,7 +133,7 @@ def fit_advi(
     *,
     method: str = "meanfield",
     max_iter: int = 10000,
-    tol_rel_obj: float = 0.01,
+    tol_rel_obj: float | None = STAN_TOL_REL_OBJ,
     eval_elbo: int = 100,
     grad_samples: int = DEFAULT_GRAD_SAMPLES,
     elbo_samples: int = 100,
@@ -157,6 +163,8 @@ def fit_advi(
     ``checkpoint`` (ppl.inference.checkpoint) saves the loop's state every ``checkpoint.every``
     iterations
     and on a stop request, and resumes from ``checkpoint.resume`` when that is set.
+    ``tol_rel_obj=None`` ends the fit at its optimum (ppl.inference.stopping.OptimumRule), a
+    number by Stan's relative-ELBO rule.
     Raises ``FitError`` when no finite approximation can be found; never returns NaN.
     """
     _check_options(
@@ -185,5 +193,5 @@ def fit_advi(
         elbo=out.elbo, iterations=out.iterations, grad_evals=grad_evals, converged=out.converged,
         eta=out.eta, eta_final=out.eta_final, seconds=out.seconds, warnings=out.warnings,
         grad_samples=S, adapt_iterations=out.adapt_iterations, eta_trials=out.eta_trials,
-        averaged=average, lp_evals=lp_evals, dropped_draws=dropped,
+        averaged=average, lp_evals=lp_evals, dropped_draws=dropped, stopped_by=out.stopped_by,
     )  # fmt: skip

@@ -50,6 +50,7 @@ class BBVIResult:
     warnings: list[str] = field(default_factory=list)
     grad_samples: int = 100
     averaged: bool = True
+    stopped_by: str = ""  # the loop's test that ended the fit (ppl.inference.loop.LoopResult)
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         return self.family.sample(self.theta, rng, n)
@@ -85,6 +86,21 @@ class FamilyObjective:
 
     def sample(self, theta: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
         return self.family.rvs(theta, rng, n)
+
+    def moments(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """q's mean and sd per block coordinate (the optimum rule's view). A binary block is
+        judged by q(z = 1) in absolute units (sd 0): its logits may rightly run off to +-inf."""
+        theta = np.asarray(theta, dtype=float)
+        means, sds = [], []
+        for _, fam, k in self.family.parts:
+            part = theta[k : k + fam.size]
+            if hasattr(fam, "moments"):
+                mean, sd = fam.moments(part)
+            else:
+                mean, sd = 1.0 / (1.0 + np.exp(-part)), np.zeros(part.size)
+            means.append(mean)
+            sds.append(sd)
+        return np.concatenate(means), np.concatenate(sds)
 
     def log_q(self, theta: np.ndarray, zeta: np.ndarray) -> np.ndarray:
         return self.family.log_q_terms(theta, zeta).sum(axis=1)
@@ -181,7 +197,7 @@ def fit_stochastic(
     optimizer: str = "stan",
     eta: float | None = None,
     max_iter: int = 10000,
-    tol_rel_obj: float = 0.01,
+    tol_rel_obj: float | None = 0.01,
     eval_elbo: int = 100,
     elbo_samples: int = 1000,
     seed: int = 0,
@@ -208,7 +224,7 @@ def fit_stochastic(
     return BBVIResult(
         objective, out.theta, out.trace, out.elbo, out.iterations, out.iterations,
         out.converged, eta, out.seconds, getattr(objective, "estimator", ""), optimizer,
-        warnings=out.warnings,
+        warnings=out.warnings, stopped_by=out.stopped_by,
     )  # fmt: skip
 
 

@@ -40,8 +40,8 @@ import numpy as np
 from ppl.errors import FitError
 from ppl.inference.checkpoint import Checkpointer, Interrupted
 from ppl.inference.optimizers import make_optimizer
-from ppl.inference.stepsize import ETA_GRID, StanStepSize
-from ppl.inference.stopping import StoppingRule
+from ppl.inference.stepsize import ETA_GRID, PhaseStepSize, StanStepSize
+from ppl.inference.stopping import STAN_TOL_REL_OBJ, OptimumRule, StoppingRule
 from ppl.progress import start_phase
 
 _MAX_CONSECUTIVE_FAILURES = 10  # Stan retries a failed gradient up to 10 times
@@ -91,6 +91,8 @@ class LoopResult:
     seconds: float
     adapt_iterations: int = 0
     eta_trials: list[tuple[float, float]] = field(default_factory=list)
+    stopped_by: str = ""  # "optimum", "relative ELBO" or "" (the iteration cap)
+    phases: int = 0  # step-size phases the optimum rule finished
 
 
 @dataclass
@@ -124,6 +126,7 @@ class LoopState:
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0  # spent before the last checkpoint
     saved_at: int = -1
+    optimum: OptimumRule | None = None  # the default rule (tol_rel_obj None), else Stan's
 
 
 def _trial(objective, theta0: np.ndarray, eta: float, n_iter: int, seed: int, schedule,
@@ -153,7 +156,12 @@ def _trial(objective, theta0: np.ndarray, eta: float, n_iter: int, seed: int, sc
 
 
 def adapt_eta(
-    objective, theta0: np.ndarray, elbo0: float, adapt_iter: int, seed: int, schedule=StanStepSize,
+    objective,
+    theta0: np.ndarray,
+    elbo0: float,
+    adapt_iter: int,
+    seed: int,
+    schedule=StanStepSize,
     checkpoint: Checkpointer | None = None,
 ) -> tuple[float, int, list[tuple[float, float]]]:
     """Stan's adapt_eta: try the eta grid from the same start; keep the best by ELBO, stop once
@@ -189,7 +197,7 @@ def run(
     rng: np.random.Generator,
     *,
     max_iter: int,
-    tol_rel_obj: float,
+    tol_rel_obj: float | None,
     eval_elbo: int = 100,
     eta: float | None = None,
     schedule: Callable[[int], Any] = StanStepSize,
@@ -203,6 +211,10 @@ def run(
     checkpoint: Checkpointer | None = None,
 ) -> LoopResult:
     """Stochastic ascent on `objective` from `theta0` until the stopping rule or `max_iter`.
+
+    ``tol_rel_obj=None`` ends the fit at its optimum (ppl.inference.stopping.OptimumRule:
+    stationary phases, their iterate averages, a halved step size between them); a number
+    ends it by Stan's relative-ELBO rule at that tolerance.
 
     ``schedule(size)`` makes the step rule (``direction(grad)``, scaled by eta; see step_rule);
     ``eta=None`` adapts eta over Stan's grid first. ``progress(iteration, elbo_or_None)`` is
@@ -226,9 +238,12 @@ def run(
     else:
         s = _start(
             objective, np.array(theta0, dtype=float), eta, schedule, windowed,
-            new_rule=lambda elbo0: StoppingRule(max_iter, eval_elbo, tol_rel_obj, elbo0),
+            new_rule=lambda elbo0: StoppingRule(max_iter, eval_elbo, tol_rel_obj or
+                                                STAN_TOL_REL_OBJ, elbo0),
             adapt=(adapt_iter, adapt_seed), progress=progress, checkpoint=checkpoint,
+            optimum=tol_rel_obj is None,
         )  # fmt: skip
+    moments = _moments(objective)
 
     start_phase(progress, f"stochastic ELBO optimisation (eta {s.eta:g})")
 
@@ -254,12 +269,16 @@ def run(
         grad, estimate = out
         _step(s, grad, name)
         k = s.k
+        if s.optimum is not None:
+            s.optimum.observe(s.theta, k, moments)
         if windowed and estimate is not None:
             s.estimates.append(estimate)
 
         elbo_k = None
         if k % eval_elbo == 0:
             elbo_k = _judge(objective, s, name, eval_elbo, average, backoff, windowed)
+            if s.optimum is not None and elbo_k is not None:
+                _phase(objective, s, moments, windowed)
             if monitor is not None:
                 monitor(k, objective.mean(s.cand))
         if progress is not None:
@@ -276,10 +295,13 @@ def run(
 def _start(
     objective, theta0: np.ndarray, eta: float | None, schedule, windowed: bool, *,
     new_rule: Callable[[float | None], StoppingRule], adapt: tuple[int, int],
-    progress, checkpoint: Checkpointer | None,
+    progress, checkpoint: Checkpointer | None, optimum: bool = False,
 ) -> LoopState:  # fmt: skip
     """The state at iteration 0 of a fresh fit: eta adapted over Stan's grid when not given
-    (`adapt`: its iterations per trial and its seed)."""
+    (`adapt`: its iterations per trial and its seed). `optimum`: ended by the optimum rule,
+    which decreases eta itself by phases (so Stan's sequence loses its t^-1/2 decay)."""
+    if optimum and schedule is StanStepSize:
+        schedule = PhaseStepSize
     elbo0 = None if windowed else objective.elbo(theta0)
     if elbo0 is not None and not np.isfinite(elbo0):
         raise FitError(objective.cannot_start(theta0) + " " + ADVICE)
@@ -303,6 +325,7 @@ def _start(
         best=(no_elbo, theta0, 0),
         adapt_used=adapt_used,
         trials=trials,
+        optimum=OptimumRule(theta0.size) if optimum else None,
     )
 
 
@@ -372,7 +395,9 @@ def _judge(
     s.trace.append((k, elbo_k))
     if elbo_k > s.best[0]:
         s.best = (elbo_k, s.cand, k)
-    s.converged = s.rule.update(elbo_k)
+    met = s.rule.update(elbo_k)
+    if s.optimum is None:
+        s.converged = met
     rel_mean, rel_med = s.rule.mean_median()
     if k > 10 * eval_elbo and max(rel_mean, rel_med) > 0.5 and not s.diverging_warned:
         s.diverging_warned = True
@@ -381,6 +406,34 @@ def _judge(
             f"relative ELBO change was {rel_mean:.3g} / {rel_med:.3g} (> 0.5)."
         )
     return elbo_k
+
+
+def _moments(objective) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """q's (mean, sd) per coordinate, as the optimum rule judges it: the objective's own, or
+    the parameters themselves in their own units when it has none."""
+    own = getattr(objective, "moments", None)
+    if own is not None:
+        return own
+    return lambda theta: (np.asarray(theta, dtype=float), np.ones(np.size(theta)))
+
+
+def _phase(objective, s: LoopState, moments, windowed: bool) -> None:
+    """The optimum rule at an ELBO evaluation: at the end of a stationary phase its iterate
+    average becomes the candidate, and the step size is halved unless the fit has converged."""
+    verdict = s.optimum.decide(s.theta, s.k, moments)
+    if verdict is None:
+        return
+    s.cand = s.optimum.average
+    if not windowed:
+        elbo = objective.elbo(s.cand)
+        if np.isfinite(elbo):
+            s.cand_elbo = elbo
+            if elbo > s.best[0]:
+                s.best = (elbo, s.cand, s.k)
+    if verdict == "converged":
+        s.converged = True
+    else:
+        s.eta *= 0.5
 
 
 def _evaluate(objective, s: LoopState, average: bool, windowed: bool) -> float:
@@ -400,7 +453,14 @@ def _evaluate(objective, s: LoopState, average: bool, windowed: bool) -> float:
 def _finish(objective, s: LoopState, rng, max_iter, tol_rel_obj, average, windowed, start):
     k, best, warnings = s.k, s.best, s.warnings
     cand, cand_elbo = s.cand, s.cand_elbo
-    if s.window_n and not windowed:  # max_iter is not a multiple of eval_elbo: finish the window
+    tail = None if s.optimum is None or s.converged else s.optimum.current_average(k)
+    if tail is not None and not windowed:  # the cap: the average of this phase's second half
+        tail_elbo = objective.elbo(tail)
+        if np.isfinite(tail_elbo):
+            cand, cand_elbo = tail, tail_elbo
+            if tail_elbo > best[0]:
+                best = (tail_elbo, tail, k)
+    elif s.window_n and not windowed:  # max_iter is not a multiple of eval_elbo: finish the window
         cand = s.window_sum / s.window_n if average else s.theta
         cand_elbo = objective.elbo(cand)
         if not np.isfinite(cand_elbo) and average:
@@ -425,11 +485,18 @@ def _finish(objective, s: LoopState, rng, max_iter, tol_rel_obj, average, window
     if not np.isfinite(final_elbo) and not windowed:
         raise FitError("ADVI produced no finite ELBO estimate. " + ADVICE)
     if not s.converged:
+        criterion = f"tol_rel_obj={tol_rel_obj or STAN_TOL_REL_OBJ:g}"
+        if s.optimum is not None:
+            o = s.optimum
+            last = (f"the last two differed by {o.last_change:.2g} sd"
+                    if np.isfinite(o.last_change) else f"{o.phases} stationary phases")  # fmt: skip
+            criterion = (f"iterates stationary, and two successive averages within {o.tol:g} sd "
+                         f"beyond their noise; {last}")  # fmt: skip
         warnings.append(
             f"The maximum number of iterations ({max_iter}) was reached without meeting the "
-            f"convergence criterion (tol_rel_obj={tol_rel_obj:g}); the approximation may not be "
+            f"convergence criterion ({criterion}); the approximation may not be "
             "meaningful. Run longer with --iter, or inspect the ELBO trace."
-        )
+        )  # fmt: skip
     if s.halvings:
         failed = s.failed_at
         warnings.append(
@@ -450,4 +517,7 @@ def _finish(objective, s: LoopState, rng, max_iter, tol_rel_obj, average, window
         converged=s.converged, eta=s.eta0, eta_final=s.eta, warnings=warnings,
         counters=objective.counters(), seconds=time.perf_counter() - start,
         adapt_iterations=s.adapt_used, eta_trials=s.trials,
+        stopped_by=("" if not s.converged else "relative ELBO" if s.optimum is None
+                    else "optimum"),
+        phases=0 if s.optimum is None else s.optimum.phases,
     )  # fmt: skip

@@ -269,6 +269,7 @@ def polish(
             )
     out.grad_evals = sga.grad_evals + evals
     out.eta, out.grad_samples, out.eta_trials = sga.eta, sga.grad_samples, list(sga.eta_trials)
+    out.stopped_by = sga.stopped_by  # the stochastic stage's test (ppl.inference.loop)
     out.elbo = polished if used else (original if np.isfinite(original) else sga.elbo)
     out.iterations = sga.iterations
     return out, {

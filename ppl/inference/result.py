@@ -37,6 +37,7 @@ class VIResult:
     averaged: bool = False  # True if mean/scale are the average of the last window of iterates
     lp_evals: int = 0  # log-joint evaluations without gradient (ELBO estimates), per draw
     dropped_draws: int = 0  # draws whose log-joint or gradient was non-finite and were dropped
+    stopped_by: str = ""  # the test that ended the loop: "optimum", "relative ELBO", "" (cap)
 
     @property
     def dim(self) -> int:

@@ -48,6 +48,7 @@ class SGVBResult:
     grad_samples: int = 10
     polish: dict | None = None
     eta: float = float("nan")
+    stopped_by: str = ""  # the loop's test that ended the stochastic phase
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         zeta, _ = self.family.draws(self.theta, rng.standard_normal((n, self.family.dim)))
@@ -104,6 +105,9 @@ class SGVBObjective:
     def mean(self, theta: np.ndarray) -> np.ndarray:
         return self.family.moments(theta)[0]
 
+    def moments(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.family.moments(theta)
+
     def where(self, theta: np.ndarray) -> str:
         return ""
 
@@ -129,7 +133,7 @@ def fit_sgvb(
     optimizer: str = "adam",
     optimizer_options: dict | None = None,
     max_iter: int = 10000,
-    tol_rel_obj: float = 0.01,
+    tol_rel_obj: float | None = 0.01,
     eval_elbo: int = 100,
     grad_samples: int = 10,
     elbo_samples: int = 100,
@@ -161,7 +165,7 @@ def fit_sgvb(
     grad_evals, _ = out.counters
     result = SGVBResult(
         family, out.theta, out.trace, out.elbo, out.iterations, grad_evals, out.converged,
-        optimizer, out.seconds, out.warnings, grad_samples,
+        optimizer, out.seconds, out.warnings, grad_samples, stopped_by=out.stopped_by,
     )  # fmt: skip
     if polish:
         _polish(log_joint, result, seed=seed + 1)

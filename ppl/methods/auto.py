@@ -14,6 +14,7 @@ from ppl.diagnostics.psis import USABLE
 from ppl.errors import ModelError
 from ppl.families.choice import FamilyPolicy
 from ppl.families.registry import GAUSSIAN
+from ppl.inference.stopping import STAN_TOL_REL_OBJ
 from ppl.methods.advi import ADVI_MEANFIELD, FULL_RANK
 from ppl.methods.base import CompositeMethod, FitOptions, Fitted, Method, fixed_draw_ending
 from ppl.methods.escalation import FULL_RANK_MAX_DIM, full_rank_if_better, richer_if_better
@@ -117,7 +118,8 @@ class Auto(CompositeMethod):
             o = options
             return full_rank_if_better(
                 result, refit, iterations=o.iterations, seed=o.seed, draws=o.draws,
-                tol_rel_obj=o.tol_rel_obj, eta=o.eta, grad_samples=o.grad_samples,
+                tol_rel_obj=o.tol_rel_obj or STAN_TOL_REL_OBJ, eta=o.eta,
+                grad_samples=o.grad_samples,
                 elbo_samples=o.elbo_samples, refine_draws=o.refine_draws, progress=o.progress,
             )  # fmt: skip
         return result

@@ -13,7 +13,9 @@ from ppl.families.choice import FamilyPolicy
 from ppl.families.registry import GAUSSIAN
 
 #: The defaults of a fit, the same for `ppl fit`, ppl.Model.fit and ppl.pipeline.fit.
-DEFAULTS = {"method": "auto", "seed": 1, "draws": 1000, "iterations": 10000, "tol_rel_obj": 0.01}
+#: tol_rel_obj None: the named stochastic methods end at their optimum (ppl.inference.stopping);
+#: a number asks for Stan's relative-ELBO rule instead (the default road takes Stan's 0.01).
+DEFAULTS = {"method": "auto", "seed": 1, "draws": 1000, "iterations": 10000, "tol_rel_obj": None}
 
 
 @dataclass
@@ -23,7 +25,7 @@ class FitOptions:
     iterations: int = DEFAULTS["iterations"]
     seed: int = DEFAULTS["seed"]
     draws: int = DEFAULTS["draws"]
-    tol_rel_obj: float = DEFAULTS["tol_rel_obj"]
+    tol_rel_obj: float | None = DEFAULTS["tol_rel_obj"]
     eta: float | None = None
     grad_samples: int | None = None
     elbo_samples: int = 100
@@ -114,6 +116,9 @@ class Method:
             reached = "reached" if met else "did not reach"
             return (f"the iteration cap (--iter {iterations}); the deterministic polish then "
                     f"{reached} the fixed-draw optimum")  # fmt: skip
+        if met and getattr(result.vi, "stopped_by", "") == "optimum":
+            return ("the optimum: the iterates stationary and two successive averages of q "
+                    "within their noise")  # fmt: skip
         return ("the stopping rule (relative ELBO change < --tol-rel-obj)" if met
                 else f"the iteration cap (--iter {iterations})")  # fmt: skip
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ppl.families.choice import FamilyPolicy
 from ppl.families.registry import gaussian_first
+from ppl.inference.stopping import STAN_TOL_REL_OBJ
 from ppl.methods.base import CompositeMethod, FitOptions, Fitted
 from ppl.methods.bbvi import steps_text
 
@@ -16,7 +17,8 @@ class Mixed(CompositeMethod):
     def fit(self, model, chosen, init, rng, options: FitOptions) -> Fitted:
         o = options
         vi = fit_mixed(
-            model, chosen, init, rng, max_iter=o.iterations, tol_rel_obj=o.tol_rel_obj,
+            model, chosen, init, rng, max_iter=o.iterations,
+            tol_rel_obj=o.tol_rel_obj or STAN_TOL_REL_OBJ,
             eta=o.eta, grad_samples=o.grad_samples or 100, optimizer=o.optimizer or "stan",
             progress=o.progress, checkpoint=o.checkpoint,
         )  # fmt: skip
