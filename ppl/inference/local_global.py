@@ -52,6 +52,7 @@ from scipy.special import expit
 from ppl.errors import ModelError
 from ppl.families.registry import GAUSSIAN
 from ppl.inference import gibbs
+from ppl.inference.stopping import OptimumRule
 from ppl.ir.graph import build_graph
 from ppl.runtime.signals import Devectorise
 
@@ -161,6 +162,7 @@ class SVIResult:
     grad_samples: int = 1
     polish: dict = field(default_factory=dict)
     fitter: object = None  # the LocalGlobal that made it: more sweeps for draws
+    tol_rel_obj: float | None = None  # the relative rule's tolerance; None: the optimum rule
 
     @property
     def sd(self) -> np.ndarray:
@@ -368,10 +370,13 @@ def fit_local_global(
     chains: int = 8,
     max_iter: int = 10000,
     min_iter: int = 200,
-    tol_rel_obj: float = 0.01,
+    tol_rel_obj: float | None = None,
     progress=None,
 ) -> SVIResult:
-    """Gibbs-SSVI (`gibbs_step`) or MF-SSVI: module docstring."""
+    """Gibbs-SSVI (`gibbs_step`) or MF-SSVI: module docstring. It ends at the optimum rule of
+    the other stochastic fits (ppl.inference.stopping.OptimumRule: stationary iterates of q's
+    mean and log sd, their phase averages agreeing within their noise; each phase halves rho),
+    or with `tol_rel_obj` at Stan-style relative change of the windowed log joint."""
     start = time.perf_counter()
     rows = rows_of(model, batch, rng)
     fitter = LocalGlobal(model, rows, chains, rng, gibbs_step)
@@ -388,6 +393,8 @@ def fit_local_global(
     precision = np.ones(len(q_cols))
     trace, window, history, probs_hist = [], [], [], []
     converged = False
+    rule = OptimumRule(2 * len(mean)) if tol_rel_obj is None else None
+    shrink = 1.0  # rho's factor: halved at each of the optimum rule's phases
     t = 0
     for t in range(1, max_iter + 1):
         rows.set_rows(rows.draw_rows())
@@ -419,13 +426,15 @@ def fit_local_global(
         # the variance from 3 draws is noisy: it may take the curvature down at most 4 times
         curvature = np.maximum(complete - spread, complete / 4)
         state[:, cols] = X
-        rho = step_size(t, tau, kappa)
+        rho = shrink * step_size(t, tau, kappa)
         precision = (1 - rho) * precision + rho * np.maximum(curvature, 1e-3)
         step = rho * (g_sum / (count * S)) / precision
         limit = 3.0 / np.sqrt(precision)
         mean = mean + np.clip(step, -limit, limit)
         if not np.all(np.isfinite(mean)):
             raise ModelError("Gibbs-SSVI: the global q's mean is no longer finite")
+        if rule is not None:
+            rule.observe(_view(mean, precision), t, _moments)
         probs_hist.append(np.asarray(p_sum) / max(count, 1))
         window.append(lp)
         if progress is not None:
@@ -434,7 +443,15 @@ def fit_local_global(
             history.append(float(np.mean(window)))
             trace.append((t, history[-1]))
             window = []
-            if t >= min_iter and len(history) >= 3:
+            if rule is not None and t >= min_iter:
+                said = rule.decide(_view(mean, precision), t, _moments)
+                if said == "decrease":
+                    shrink /= 2
+                elif said == "converged":
+                    mean, precision = _unview(rule.average)
+                    converged = True
+                    break
+            elif rule is None and t >= min_iter and len(history) >= 3:
                 changes = [abs(history[-i] - history[-i - 1]) / max(abs(history[-i]), 1e-12)
                            for i in (1, 2)]  # fmt: skip
                 if max(changes) < tol_rel_obj:
@@ -445,9 +462,25 @@ def fit_local_global(
         model, q_cols, mean, precision, state, inclusion, trace, t, converged,
         time.perf_counter() - start, gibbs_step, batch, burnin, samples, kappa, tau,
         evaluations=fitter.plan.evaluations, grad_evals=t * (samples + 1) * S, fitter=fitter,
+        tol_rel_obj=tol_rel_obj,
     )  # fmt: skip
     result.elbo = _elbo(result, rows, history[-1] if history else float(np.mean(window)), rng)
     return result
+
+
+def _view(mean: np.ndarray, precision: np.ndarray) -> np.ndarray:
+    """q's global Gaussian as one vector for the optimum rule: the means, then the log sds."""
+    return np.concatenate([mean, -0.5 * np.log(precision)])
+
+
+def _unview(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    n = len(theta) // 2
+    return theta[:n], np.exp(-2.0 * theta[n:])
+
+
+def _moments(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    n = len(theta) // 2
+    return theta[:n], np.exp(theta[n:])
 
 
 def _elbo(result: SVIResult, rows, windowed: float, rng: np.random.Generator) -> float:

@@ -47,8 +47,11 @@ class SVI(CompositeMethod):
                 f"{vi.kappa:g}")  # fmt: skip
 
     def ended_by(self, result, met: bool, iterations: int) -> str:
+        if not met:
+            return f"the iteration cap (--iter {iterations})"
         return ("the stopping rule (relative change of the windowed log joint < --tol-rel-obj)"
-                if met else f"the iteration cap (--iter {iterations})")  # fmt: skip
+                if result.vi.tol_rel_obj else "the optimum: the iterates stationary and two "
+                "successive averages of q within their noise")  # fmt: skip
 
     def variational_parameters(self, result) -> dict:
         return result.vi.describe()
