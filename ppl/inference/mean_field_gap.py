@@ -102,15 +102,16 @@ def mean_field_bound(log_joint: Callable, point: np.ndarray, size: int, first_dr
             "hessian_vector_products": D}  # fmt: skip
 
 
-def bound_notes(polish: dict) -> list[str]:
-    """The note saying why the road's mean-field solve stopped short (mean_field_bound)."""
+def bound_warnings(polish: dict) -> list[str]:
+    """Why the road's mean-field solve stopped short, for the fit's warnings (mean_field_bound)."""
     bound = polish.get("mean_field_bound")
     if not bound:
         return []
-    return [f"auto: the curvature at the mode says no mean-field q is reliable here (the best "
-            f"one's PSIS k is over {UNRELIABLE}: it understates the sd along some direction by "
-            f"more than {1 / np.sqrt(1 - UNRELIABLE):.2g}x, and its ELBO is about "
-            f"{bound['gap']:.4g} nats below the log evidence) and no Gaussian with correlations "
-            f"is tried at this size, so q was solved until its ELBO gained less than "
-            f"{bound['stall']:.3g} nats in 50 iterations, on at most {bound['max_draws']} "
-            "draws: more work would not make it reliable"]  # fmt: skip
+    return [f"the mean-field solve was stopped short (q is NOT converged): the curvature at the "
+            f"mode says no mean-field q is reliable here (the best one's PSIS k is over "
+            f"{UNRELIABLE}: it understates the sd along some direction by more than "
+            f"{1 / np.sqrt(1 - UNRELIABLE):.2g}x, and its ELBO is about {bound['gap']:.4g} nats "
+            f"below the log evidence), and no Gaussian with correlations is tried at "
+            f"{bound['hessian_vector_products']} coordinates; q was solved until its ELBO gained "
+            f"less than {bound['stall']:.3g} nats in 50 iterations, on at most "
+            f"{bound['max_draws']} draws, as more work would not make it reliable"]  # fmt: skip

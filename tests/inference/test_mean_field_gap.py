@@ -100,3 +100,13 @@ def test_a_factor_model_is_condemned_and_its_solve_bounded():
                               max_draws=bound["max_draws"])  # fmt: skip
     assert bounded.grad_evals < plain.grad_evals
     assert bounded.polish["rounds"][-1]["draws"] <= bound["max_draws"]
+
+
+def test_the_warning_says_why_the_solve_stopped_short():
+    from ppl.inference.mean_field_gap import bound_warnings
+
+    assert bound_warnings({}) == [] and bound_warnings({"mean_field_bound": None}) == []
+    bound = {"gap": 1019.8, "stall": 10.198, "max_draws": 8, "hessian_vector_products": 1843}
+    (text,) = bound_warnings({"mean_field_bound": bound})
+    assert "NOT converged" in text and "1020 nats" in text and "10.2 nats" in text
+    assert "1843 coordinates" in text and "8 draws" in text
