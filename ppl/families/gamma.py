@@ -443,7 +443,8 @@ class GammaFamily:
         out = []
         for old, new in ((before[: self.dim], after[: self.dim]),
                          (before[self.dim :], after[self.dim :])):  # fmt: skip
-            out.append(np.abs(np.log(np.logaddexp(0.0, new) / np.logaddexp(0.0, old))))
+            with np.errstate(divide="ignore"):  # a softplus underflowed to 0: an infinite change
+                out.append(np.abs(np.log(np.logaddexp(0.0, new) / np.logaddexp(0.0, old))))
         return out
 
     def closed_summaries(self, params: np.ndarray, probs) -> tuple[np.ndarray, ...]:

@@ -26,11 +26,13 @@ from ppl.families.registry import FAMILIES
 from ppl.inference.draws import fixed_normal_draws
 from ppl.inference.family_race import log_scale_choice
 from ppl.inference.hessian import hessian_by_hvp
+from ppl.inference.mean_field_gap import mean_field_bound
 from ppl.inference.mode import find_mode
 from ppl.inference.race import Rival
 from ppl.inference.result import VIResult
 from ppl.inference.saa import (
     FIRST_DRAWS,
+    GROWTH,
     Preconditioned,
     elbo_on,
     fit_fixed_draws,
@@ -143,10 +145,8 @@ def fit_auto(
     blocks, not_gamma, race = log_scale_choice(log_joint, blocks, mode.point, sd, seed + 5,
         GAMMA_MIN_LOG_SD, suspect is None and precision is not None)  # fmt: skip
     family = MixedFamily(blocks, dim)
-    starts = {
-        "mode": family.from_gaussian(mode.point, sd),
-        "initial point": family.from_gaussian(mode.init, np.ones(dim)),
-    }
+    starts = {"mode": family.from_gaussian(mode.point, sd),
+              "initial point": family.from_gaussian(mode.init, np.ones(dim))}  # fmt: skip
     probe = fixed_normal_draws(PROBE_DRAWS, dim, seed + 3)
     scores = {name: elbo_on(log_joint, family, th, probe) for name, th in starts.items()}
     # a Gaussian q on more draws than dimensions: whitened, they make the fixed-draw ELBO exact
@@ -162,6 +162,8 @@ def fit_auto(
         names = sorted(["mode", "initial point"], key=lambda k: -scores[k])
     else:
         names = [max(scores, key=lambda k: scores[k])]
+    bound, bounded = _condemned(log_joint, mode.point, family.size, first, suspect, precision)
+    spent += 2 * dim if bound is not None else 0
     solved = {}
     for name in names:
         share = (max_evals - spent) // (SUSPECT_RACE if suspect else 1)
@@ -171,7 +173,7 @@ def fit_auto(
         coordinates = Preconditioned(family, starts[name], precision)
         rival = Rival(solved[names[0]].polish["rounds"][0]["elbo"]) if solved else None
         result = fit_fixed_draws(log_joint, coordinates, np.zeros(coordinates.size), seed=seed,
-                                 first_draws=first, progress=progress, rival=rival,
+                                 first_draws=first, progress=progress, rival=rival, **bounded,
                                  max_iter=capped(1000, max_iter), max_evals=share)  # fmt: skip
         spent += result.grad_evals
         result.polish["coordinates"], result.polish["optimum"] = coordinates, result.theta
@@ -200,9 +202,23 @@ def fit_auto(
             "precision": precision,
             "gaussian_not_gamma": not_gamma,
             "family_race": race,
+            "mean_field_bound": bound,
         }
     )
     return result
+
+
+def _condemned(log_joint: Callable, point: np.ndarray, size: int, first: int, suspect,
+               precision) -> tuple[dict | None, dict]:  # fmt: skip
+    """Where no mean-field q can be reliable and no richer Gaussian follows (more than
+    MAX_DENSE_DIM coordinates, a mode that is no suspect): the bound (mean_field_bound) and
+    fit_fixed_draws' options that solve q to the scale of its gap, else (None, {})."""
+    if suspect is not None or precision is not None:
+        return None, {}
+    bound = mean_field_bound(log_joint, point, size, first, GROWTH, MAX_DENSE_DIM)
+    if bound is None:
+        return None, {}
+    return bound, {"stall": bound["stall"], "max_draws": bound["max_draws"]}
 
 
 def as_gaussian(result: SGVBResult) -> VIResult:

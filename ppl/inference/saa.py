@@ -39,6 +39,10 @@ MAX_DRAWS = 512
 #: Stop growing when q's means would move by less than this many sds and its sds by less than
 #: this fraction, in root mean square over the coordinates, and none by more than 4 times it.
 MOVE_TOL = 0.05
+#: A solve ends when its last STALL[0] iterations gained less than STALL[1] nats in all: far
+#: below the fixed-draw ELBO's Monte Carlo error. On the epilepsy model's gamma frailties the
+#: 32-draw solve crept 0.05 nats in its last 660 iterations (21,000 gradient evaluations).
+STALL = (50, 0.01)
 
 
 def whitened_draws(n: int, dim: int, seed: int) -> np.ndarray:
@@ -193,11 +197,13 @@ def fit_fixed_draws(
     progress: Callable[[int, float | None], None] | None = None,
     max_evals: int | None = None,
     rival: Rival | None = None,
+    stall: float = STALL[1],
 ) -> SGVBResult:
     """Maximise the fixed-draw ELBO over q's parameters, growing the draws until q settles;
     `max_evals` gradient evaluations at most (about: a line search may end past it), after
     which q is where the solve was, not converged; with a `rival` (ppl.inference.race) the
-    first round stops once it cannot catch it (polish["hopeless"])."""
+    first round stops once it cannot catch it (polish["hopeless"]); a round ends when its last
+    STALL[0] iterations gained less than `stall` nats."""
     start = time.perf_counter()
     log_joint = floor_extended(chunked(log_joint), family)  # (chunked: large per-draw arrays)
     theta = np.array(theta0, dtype=float)
@@ -229,7 +235,7 @@ def fit_fixed_draws(
 
         mark = len(trace)
         solve = NaturalSolve(log_joint, family, eps, counter, max_iter, first_draws / len(eps),
-                             step, race.stop(spent, rounds))  # fmt: skip
+                             step, race.stop(spent, rounds), stall)  # fmt: skip
         objective, opt, best, value = solve(theta, controls)
         if controls and best is not None and not race.lost \
                 and _exploited(log_joint, family, before, best, seed):  # fmt: skip
@@ -292,15 +298,9 @@ def _warnings(budget_ended: bool, settled: bool, value: float, rounds: list,
     return []
 
 
-#: A solve ends when its last STALL[0] iterations gained less than STALL[1] nats in all: far
-#: below the fixed-draw ELBO's Monte Carlo error. On the epilepsy model's gamma frailties the
-#: 32-draw solve crept 0.05 nats in its last 660 iterations (21,000 gradient evaluations).
-STALL = (50, 0.01)
-
-
 def _solve(objective: Callable, theta: np.ndarray, max_iter: int, looseness: float,
            step: Callable[[int, float], None] | None = None,
-           stop: Callable[[], bool] | None = None):  # fmt: skip
+           stop: Callable[[], bool] | None = None, stall: float = STALL[1]):  # fmt: skip
     """L-BFGS on the objective less its value at the start, so that scipy's relative ftol acts
     on the gain in nats (an ELBO of -13,000 would otherwise stop 10^-2 nats early); a solve on
     few draws need not be more precise than they are (`looseness` = first draws / draws)."""
@@ -312,7 +312,7 @@ def _solve(objective: Callable, theta: np.ndarray, max_iter: int, looseness: flo
     opt, best, value = minimise(lambda th: objective(th) - offset, theta, max_iter=max_iter,
                                 ftol=1e-5 * looseness, gtol=1e-5 * looseness,
                                 numpy_lbfgs=True, callback=shifted, stop=stop,
-                                stall=STALL)  # fmt: skip
+                                stall=(STALL[0], stall))  # fmt: skip
     return opt, best, value + offset
 
 
@@ -359,9 +359,11 @@ class NaturalSolve:
     mean is its shape, so with raw parameters the stopping rules end a solve of a small-shape
     gamma far from its rate; scaled, every direction has curvature near 1 at q's optimum."""
 
-    def __init__(self, log_joint, family, eps, counter, max_iter, looseness, step, spent):
+    def __init__(self, log_joint, family, eps, counter, max_iter, looseness, step, spent,
+                 stall: float = STALL[1]):  # fmt: skip
         self.log_joint, self.family, self.eps, self.counter = log_joint, family, eps, counter
         self.max_iter, self.looseness, self.step, self.spent = max_iter, looseness, step, spent
+        self.stall = stall
 
     def _objective(self, at, controls: bool):
         return _negative_elbo(self.log_joint, self.family, self.eps, self.counter,
@@ -373,10 +375,10 @@ class NaturalSolve:
         callback = None if self.step is None else partial(_shifted, self.step, done)
         if R is None:
             return _solve(objective, start, self.max_iter - done, self.looseness, callback,
-                          self.spent)  # fmt: skip
+                          self.spent, self.stall)  # fmt: skip
         opt, c_best, value = _solve(_Scaled(objective, start, R), np.zeros(len(start)),
                                     self.max_iter - done, self.looseness, callback,
-                                    self.spent)  # fmt: skip
+                                    self.spent, self.stall)  # fmt: skip
         return opt, (None if c_best is None else start + R @ c_best), value
 
     def __call__(self, theta: np.ndarray, controls: bool):

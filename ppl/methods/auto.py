@@ -131,6 +131,9 @@ class Auto(CompositeMethod):
         from ppl.inference.family_race import log_scale_notes
 
         result.notes.extend(log_scale_notes(polish))  # which positive latents are not gamma
+        from ppl.inference.mean_field_gap import bound_warnings
+
+        result.warnings.extend(bound_warnings(polish))  # a mean-field solve bounded by its gap
         if polish.get("restarts"):
             result.notes.append(
                 f"auto: the road from the initial point ended with a non-finite ELBO; "

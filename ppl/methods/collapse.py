@@ -77,6 +77,12 @@ COLLAPSED_CANDIDATE = CollapsedCandidate()
 #: error 3); with more (diamonds' 25 dense coefficients: 67,000 gradients where a full-rank
 #: Gaussian reached the same ELBO in 704) it comes after them, if they leave k-hat over 0.5.
 CHEAP_COLOURS = 4
+#: The most coordinates the collapse leaves to VI: q there is a full-rank Gaussian (D(D+3)/2
+#: parameters, after a Laplace frame of D gradients of the collapsed density, each a product per
+#: colour), the escalation's own full-rank limit (ppl.methods.escalation.FULL_RANK_MAX_DIM).
+#: gamma_normal's W integrated out left 1,819 (x and sigma): a full-rank Gaussian of 1.66
+#: million parameters, whose frame alone ran past the fit's whole gradient budget.
+MAX_OUTER = 100
 
 
 class CollapsePlan:
@@ -95,10 +101,14 @@ class CollapsePlan:
         return self._split
 
     def cheap(self) -> bool:
-        return self.split is not None and len(self.split.colours) <= CHEAP_COLOURS
+        return self.feasible() and len(self.split.colours) <= CHEAP_COLOURS
+
+    def feasible(self) -> bool:
+        """A split that leaves q at most MAX_OUTER coordinates."""
+        return self.split is not None and len(self.split.outer) <= MAX_OUTER
 
     def fit(self, budget: int | None, max_iter: int | None):
-        if self.split is None:
+        if not self.feasible():
             return None
         return collapsed(self.model, self.first, self.split, seed=self.seed, budget=budget,
                          max_iter=max_iter)  # fmt: skip

@@ -82,14 +82,12 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
         # from the best Gaussian, where its k-hat is still > 0.7 (late-bound: best, spent)
         steps.append((FLOW, lambda: _flow(model, best, seed, first.vi.grad_evals + spent)))
     for name, make in steps:
-        skip = _skip(name, made, best, first)
-        if skip == "next":
+        if (skip := _skip(name, made, best, first)) == "next":
             continue
         if skip == "end" or _stop_before(name, tried, left()):
             break
         start = time.perf_counter()
         start_phase(progress, f"a {name}, and its PSIS check")
-        first.diagnostics["correlations_tried"] = True  # the verdict's advice does not repeat it
         try:
             with np.errstate(all="ignore"):
                 q = make()
@@ -100,9 +98,11 @@ def richer_if_better(first: FitResult, log_joint, rng, candidate, *, seed: int,
             spent += lost
             after = f" after {lost} gradient evaluations" if lost else ""
             tried.append(f"a {name} failed{after} ({str(e).splitlines()[0][:200]})")
+            first.diagnostics["correlations_tried"] = True  # the verdict's advice won't repeat it
             continue
-        if q is None:
+        if q is None:  # not fitted (too many parameters, no split): the advice may still name it
             continue
+        first.diagnostics["correlations_tried"] = True
         made[name] = q
         spent += q.grad_evals
         checked = checked_draws(q, log_joint, rng, draws)  # constrained draws only if it is kept
