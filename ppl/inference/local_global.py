@@ -381,12 +381,7 @@ def fit_local_global(
     rows = rows_of(model, batch, rng)
     fitter = LocalGlobal(model, rows, chains, rng, gibbs_step)
     S = fitter.chains
-    dtype = np.float32 if model.dim > 5_000_000 else float
-    state = np.repeat(np.asarray(init, dtype=float)[None], S, axis=0).astype(dtype)
-    for lat in model.latents:
-        if lat.binary:
-            cols = slice(lat.offset, lat.offset + lat.size)
-            state[:, cols] = rng.uniform(size=(S, lat.size)) < 0.5
+    state = _initial_state(model, init, S, rng)
     fitter.setup(state)
     q_cols = fitter.q_full()
     mean = np.asarray(init, dtype=float)[q_cols]
@@ -443,18 +438,13 @@ def fit_local_global(
             history.append(float(np.mean(window)))
             trace.append((t, history[-1]))
             window = []
-            if rule is not None and t >= min_iter:
-                said = rule.decide(_view(mean, precision), t, _moments)
+            if t >= min_iter:
+                said = _stop(rule, tol_rel_obj, history, mean, precision, t)
                 if said == "decrease":
                     shrink /= 2
                 elif said == "converged":
-                    mean, precision = _unview(rule.average)
-                    converged = True
-                    break
-            elif rule is None and t >= min_iter and len(history) >= 3:
-                changes = [abs(history[-i] - history[-i - 1]) / max(abs(history[-i]), 1e-12)
-                           for i in (1, 2)]  # fmt: skip
-                if max(changes) < tol_rel_obj:
+                    if rule is not None:
+                        mean, precision = _unview(rule.average)
                     converged = True
                     break
     inclusion = _inclusion(fitter, np.array(probs_hist))
@@ -466,6 +456,29 @@ def fit_local_global(
     )  # fmt: skip
     result.elbo = _elbo(result, rows, history[-1] if history else float(np.mean(window)), rng)
     return result
+
+
+def _initial_state(model, init: np.ndarray, S: int, rng: np.random.Generator) -> np.ndarray:
+    """(S, D) chains at `init`, each binary coordinate a fair coin (float32 for huge models)."""
+    dtype = np.float32 if model.dim > 5_000_000 else float
+    state = np.repeat(np.asarray(init, dtype=float)[None], S, axis=0).astype(dtype)
+    for lat in model.latents:
+        if lat.binary:
+            cols = slice(lat.offset, lat.offset + lat.size)
+            state[:, cols] = rng.uniform(size=(S, lat.size)) < 0.5
+    return state
+
+
+def _stop(rule, tol_rel_obj, history: list, mean, precision, t: int) -> str | None:
+    """At a window's end: the optimum rule's word (None, "decrease", "converged"), or with
+    `tol_rel_obj` "converged" when the windowed log joint's last two relative changes are
+    under it."""
+    if rule is not None:
+        return rule.decide(_view(mean, precision), t, _moments)
+    if len(history) < 3:
+        return None
+    changes = [abs(history[-i] - history[-i - 1]) / max(abs(history[-i]), 1e-12) for i in (1, 2)]
+    return "converged" if max(changes) < tol_rel_obj else None
 
 
 def _view(mean: np.ndarray, precision: np.ndarray) -> np.ndarray:

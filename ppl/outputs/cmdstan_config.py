@@ -52,7 +52,7 @@ def config_lines(result, info: dict) -> list[str]:
         "    adapt",
         f"      engaged = {1 if getattr(vi, 'adapt_iterations', 0) else 0}",
         f"      iter = {ADAPT_ITER}",
-        f"    tol_rel_obj = {settings.get('tol_rel_obj', 0.01):g}",
+        f"    tol_rel_obj = {_tol_rel_obj(settings):g}",
         f"    eval_elbo = {EVAL_ELBO}",
         f"    output_samples = {draws}",
         "data",
@@ -66,6 +66,14 @@ def config_lines(result, info: dict) -> list[str]:
         "ppl_method_text = " + str(info.get("method_text") or result.method).replace("\n", " "),
     ]
     return ["# " + line for line in lines]
+
+
+def _tol_rel_obj(settings: dict) -> float:
+    """Stan's relative-ELBO tolerance when the fit stopped by it; CmdStan's default 0.01 where
+    no such rule ran (the optimum rule or the deterministic road: `ppl_method_text` says which),
+    since CmdStanPy reads the line as a number."""
+    tol = settings.get("tol_rel_obj")
+    return 0.01 if tol is None else float(tol)
 
 
 def _algorithm(vi) -> str:
