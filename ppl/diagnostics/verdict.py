@@ -55,6 +55,15 @@ PROBE_DRAWS, DEPENDENT = 1000, 0.2
 SHIFT = 0.3
 
 
+#: The warning of a q with a Gibbs part (--method svi): why the verdict is "usable" at best.
+IMPLICIT_TEXT = (
+    "PSIS k-hat does not judge this fit: q's binary latents (and the slabs they switch) are "
+    "drawn by Gibbs sweeps given the other parameters, a q with no density, so its ratios p / q "
+    "cannot be formed; the verdict rests on the other checks and is 'usable' at best "
+    "(docs/binary.md: the Gibbs road against exact enumeration)"
+)
+
+
 def khat_threshold(draws: int) -> float:
     """The k-hat above which S draws cannot give a reliable importance-sampling estimate."""
     return min(1.0 - 1.0 / math.log10(max(draws, 11)), USABLE)
@@ -68,14 +77,23 @@ def judge(result, log_joint, rng: np.random.Generator) -> None:
         return  # a refit's result (auto's full-rank candidate), judged by its own fit
     diag["judged"] = True
     faults: list[dict] = []
-    khat = _settled_khat(result, log_joint, rng, faults)
-    faults += hidden_correlation_faults(result, log_joint, rng)
-    if khat <= diag["khat_threshold"]:
+    implicit = getattr(result.vi, "implicit_q", False)
+    if implicit:  # q's Gibbs part has no density: p / q, hence k-hat, judges nothing
+        diag["khat_threshold"] = khat_threshold(int(diag["draws"]))
+        diag["khat_not_used"] = True
+        khat = 0.0
+        result.warnings.append(IMPLICIT_TEXT)
+    else:
+        khat = _settled_khat(result, log_joint, rng, faults)
+        faults += hidden_correlation_faults(result, log_joint, rng)
+    if khat <= diag["khat_threshold"] and not implicit:
         faults += _reweighted_moments(result)
     polish = getattr(result.vi, "polish", None) or {}
     faults += [dict(f) for f in polish.get("faults") or []]
     threshold = diag["khat_threshold"]
     verdict = "good" if khat <= GOOD else "usable" if khat <= threshold else "not reliable"
+    if implicit:
+        verdict = "usable"  # at best: no check of q against p covers the Gibbs part
     if verdict == "not reliable" and diag.get("tail_only"):
         verdict = "usable"
     if faults:

@@ -163,6 +163,7 @@ class SVIResult:
     polish: dict = field(default_factory=dict)
     fitter: object = None  # the LocalGlobal that made it: more sweeps for draws
     tol_rel_obj: float | None = None  # the relative rule's tolerance; None: the optimum rule
+    implicit_q = True  # the Gibbs part has no density: the verdict does not use k-hat
 
     @property
     def sd(self) -> np.ndarray:

@@ -41,6 +41,9 @@ def diagnostics_lines(result) -> list[str]:
     more = f", k-hat from {diag['khat_draws']} draws" if diag.get("khat_draws") else ""
     lines = [f"PSIS k-hat: {diag['khat']:.2f} (<= 0.5 good, <= {threshold:.2f} usable, above "
              f"not reliable; {diag['draws']} draws{more}{mc})"]  # fmt: skip
+    if diag.get("khat_not_used"):
+        lines[0] = (f"PSIS k-hat: not used (q's Gibbs part has no density; {diag['draws']} draws"
+                    f"{mc})")  # fmt: skip
     said = record.fit_record(result)
     lines.append(f"verdict: {verdict_text(said)}")
     lines += [f"note: {note}" for note in said["notes"]]
