@@ -43,11 +43,12 @@ def cholesky(a):
     from scipy.linalg.lapack import dpotrf
 
     n = a.shape[-1]
-    flat = a.reshape((-1, n, n))
-    out = onp.empty_like(flat)
-    for k, m in enumerate(flat):
-        out[k], info = dpotrf(m, lower=1, clean=1)
-        if info > 0:
+    out = onp.array(a, order="C").reshape((-1, n, n))
+    for m in out:
+        # in place, on the transpose: a C-ordered lower triangle is a Fortran-ordered upper one,
+        # so LAPACK reads and writes the copy as it is (no transposing copies in or out)
+        _, info = dpotrf(m.T, lower=0, clean=1, overwrite_a=1)
+        if info != 0:
             raise onp.linalg.LinAlgError("Matrix is not positive definite")
     return out.reshape(a.shape)
 
