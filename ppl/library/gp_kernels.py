@@ -59,7 +59,7 @@ def _exp_quad_vjp(K, x, scale=1.0):
 
 def _exp_quad_vjp_scale(K, x, scale=1.0):
     def vjp(g):
-        s = anp.asarray(scale)[..., None, None]
+        s = anp.reshape(scale, anp.shape(scale) + (1, 1))
         # d K / d scale = E = K / scale (where a scale underflowed to 0, E afresh)
         E = exp_quad(x) if onp.any(getval(s) == 0) else K / s
         return unbroadcast(anp.sum(g * E, axis=(-1, -2)), anp.shape(scale))

@@ -41,6 +41,7 @@ def test_exp_quad_scale_and_per_draw_path(monkeypatch):
     shared = scale[:, None, None] * np.exp(-d2[0] / 2)  # one x, a scale per draw
     np.testing.assert_allclose(exp_quad(x[0], scale), shared, rtol=1e-12, atol=1e-14)
     check_grads(exp_quad, modes=["rev"], order=2)(x, scale)
+    check_grads(lambda s: exp_quad(x, s), modes=["rev"], order=2)(scale)  # alpha's Hessian
     monkeypatch.setattr(kernels, "PER_DRAW_FROM", 1)
     np.testing.assert_allclose(exp_quad(x, scale), want, rtol=1e-12, atol=1e-14)
     check_grads(exp_quad, modes=["rev"], order=2)(x, scale)
