@@ -380,14 +380,14 @@ def _checked(q, log_joint, rng, draws: int) -> tuple:
 
 def _settle_first(first: FitResult, log_joint, rng, hidden: str | None) -> None:
     """The first fit's k-hat from more draws (ppl.diagnostics.settle) where it would end the
-    road on a noisy number (within NEAR under 0.5, no hidden correlation) or decide a candidate
-    by USABLE: k-hat from 1,000 draws runs low where q rarely reaches the ratios' heavy tail."""
+    road on a noisy number: within NEAR under 0.5, no hidden correlation (k-hat from 1,000
+    draws runs low where q rarely reaches the ratios' heavy tail). Not over 0.5, where the
+    candidates are tried anyway and their ELBO decides (settled there, low_dim_gauss_mix's 0.60
+    became 0.48, and a linear-response covariance for 576 gradients replaced a full-rank
+    Gaussian for 176)."""
     diag = first.diagnostics
-    k = float(diag["khat"])
-    if hidden is None and GOOD - NEAR < k <= GOOD:
+    if hidden is None and GOOD - NEAR < float(diag["khat"]) <= GOOD:
         settle(diag, first.vi, log_joint, rng, diag.get(ZETA), (GOOD, USABLE))
-    elif abs(k - USABLE) < NEAR:
-        settle(diag, first.vi, log_joint, rng, diag.get(ZETA), (USABLE,))
 
 
 def _khat_text(diag: dict) -> str:
