@@ -22,8 +22,8 @@ from ppl.limits import over_budget
 NEAR = 0.1
 MORE = 4
 #: The diagnostics' key of a settled k-hat's draws and their check: (zeta, check), for the
-#: verdict, which removes it (as it does ZETA, the output draws on the unconstrained scale).
-SETTLED, ZETA = "settled", "zeta"
+#: verdict, which removes it.
+SETTLED = "settled"
 
 
 def khat_threshold(draws: int) -> float:

@@ -4,10 +4,10 @@ Four independent checks, each able to make a fit "not reliable" (docs/diagnostic
 
 - PSIS k-hat (ppl.diagnostics.psis) against its threshold at S draws, min(1 - 1/log10 S, 0.7)
   (Vehtari et al. 2024). k-hat from S draws is noisy: when it lands within NEAR of 0.5 or of the
-  threshold, it is recomputed from MORE times as many draws of q, the output draws among them
-  (log-density evaluations only; the output draws stay as asked), unless the road already did
-  (ppl.diagnostics.settle). Over the threshold, the importance-weighted moments of
-  those draws against q's own name the coordinates at fault (none moved, k-hat < 1: usable).
+  threshold, it is recomputed from MORE times as many fresh draws of q (log-density evaluations
+  only; the output draws stay as asked), unless the road already did (ppl.diagnostics.settle).
+  Over the threshold, the importance-weighted moments of those draws against q's own name the
+  coordinates at fault (none moved, k-hat < 1: usable).
 - Hidden correlation, for a q independent across coordinates the posterior correlates
   (mean-field): its optimum's sds are too small by sqrt((A^-1)_ii / ((A_bb)^-1)_ii) for the
   precision A = -H at q's mean and i's block b in q (ppl.diagnostics.correlation for blocks of
@@ -33,7 +33,6 @@ from ppl.diagnostics.mcse_tail import TAIL_SD, summary_tail_faults
 from ppl.diagnostics.psis import GOOD
 from ppl.diagnostics.settle import (
     SETTLED,
-    ZETA,
     khat_threshold,
     more_draws,
     near,
@@ -63,7 +62,7 @@ def judge(result, log_joint, rng: np.random.Generator) -> None:
     of {"parameters", "how", "detail"}); add one warning naming them when not reliable."""
     diag = result.diagnostics
     if diag.get("judged"):
-        diag.pop(ZETA, None), diag.pop(SETTLED, None)  # draws for the redraw only
+        diag.pop(SETTLED, None)  # draws for the redraw only
         return  # a refit's result (auto's full-rank candidate), judged by its own fit
     diag["judged"] = True
     faults: list[dict] = []
@@ -173,13 +172,14 @@ def _settled_khat(result, log_joint, rng, faults: list[dict]) -> float:
     road settled it (ppl.diagnostics.settle)."""
     diag = result.diagnostics
     S, khat = int(diag["draws"]), float(diag["khat"])
-    zeta, settled = diag.pop(ZETA, None), diag.pop(SETTLED, None)
+    settled = diag.pop(SETTLED, None)
     over = False
     if settled is None:
         diag["khat_threshold"] = khat_threshold(S)
         over = not khat <= diag["khat_threshold"]
         if near(khat, S) or over:
-            got = more_draws(result.vi, log_joint, rng, zeta, diag)
+            # fresh draws, not the output ones among them: the docs' examples keep their k-hat
+            got = more_draws(result.vi, log_joint, rng, None, diag)
             if got is not None and got[1]["log_weights"] is not None:
                 record(diag, *got)
                 settled = diag.pop(SETTLED)

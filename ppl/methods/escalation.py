@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 from ppl.diagnostics.psis import GOOD, USABLE
-from ppl.diagnostics.settle import NEAR, ZETA, settle
+from ppl.diagnostics.settle import NEAR, settle
 from ppl.errors import PplError
 from ppl.families.registry import GAUSSIAN
 from ppl.methods.collapse import (
@@ -387,7 +387,7 @@ def _settle_first(first: FitResult, log_joint, rng, hidden: str | None) -> None:
     Gaussian for 176)."""
     diag = first.diagnostics
     if hidden is None and GOOD - NEAR < float(diag["khat"]) <= GOOD:
-        settle(diag, first.vi, log_joint, rng, diag.get(ZETA), (GOOD, USABLE))
+        settle(diag, first.vi, log_joint, rng, None, (GOOD, USABLE))  # 4 S fresh draws
 
 
 def _khat_text(diag: dict) -> str:

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ppl.diagnostics.psis import check_fit
-from ppl.diagnostics.settle import ZETA
 from ppl.families.choice import family_of
 from ppl.inference.result import VIResult
 from ppl.runtime.compiler import CompiledModel
@@ -50,7 +49,6 @@ def make_result(model, vi, how, chosen, log_joint, rng, *, draws, seed, seconds,
     checked_draws); labels by `how`'s family policy: the fit's result."""
     start = time.perf_counter()
     zeta, diagnostics = checked or checked_draws(vi, log_joint, rng, draws)
-    diagnostics[ZETA] = zeta  # the verdict's redraw of k-hat reuses them (and drops them)
     values = model.constrained_draws(zeta, rng)
     for name, arr in values.items():
         symbol = model.checked.symbols.get(name)
