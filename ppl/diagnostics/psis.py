@@ -116,7 +116,11 @@ def check_fit(
         with np.errstate(all="ignore"):
             log_p.append(np.asarray(log_joint(z), dtype=float))
             log_g.append(np.asarray(log_q(z), dtype=float))
-    lp, lq = np.concatenate(log_p), np.concatenate(log_g)
+    return check_densities(np.concatenate(log_p), np.concatenate(log_g))
+
+
+def check_densities(lp: np.ndarray, lq: np.ndarray) -> dict:
+    """check_fit's numbers from each draw's log p and log q."""
     with np.errstate(invalid="ignore"):
         lr = lp - lq
     finite = np.isfinite(lr)

@@ -5,8 +5,9 @@ Four independent checks, each able to make a fit "not reliable" (docs/diagnostic
 - PSIS k-hat (ppl.diagnostics.psis) against its threshold at S draws, min(1 - 1/log10 S, 0.7)
   (Vehtari et al. 2024). k-hat from S draws is noisy: when it lands within NEAR of 0.5 or of the
   threshold, it is recomputed from MORE times as many fresh draws of q (log-density evaluations
-  only; the output draws stay as asked). Over the threshold, the importance-weighted moments of
-  those draws against q's own name the coordinates at fault (none moved, k-hat < 1: usable).
+  only; the output draws stay as asked), unless the road already did (ppl.diagnostics.settle).
+  Over the threshold, the importance-weighted moments of those draws against q's own name the
+  coordinates at fault (none moved, k-hat < 1: usable).
 - Hidden correlation, for a q independent across coordinates the posterior correlates
   (mean-field): its optimum's sds are too small by sqrt((A^-1)_ii / ((A_bb)^-1)_ii) for the
   precision A = -H at q's mean and i's block b in q (ppl.diagnostics.correlation for blocks of
@@ -24,21 +25,22 @@ computed otherwise (quadrature).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 from ppl.diagnostics.mcse_tail import TAIL_SD, summary_tail_faults
-from ppl.diagnostics.psis import GOOD, USABLE, check_fit
+from ppl.diagnostics.psis import GOOD
+from ppl.diagnostics.settle import (
+    SETTLED,
+    khat_threshold,
+    more_draws,
+    near,
+    record,
+)
 from ppl.inference.hessian import hessian_by_hvp
 from ppl.ir.passes.noncentre import NAME as NONCENTRE
-from ppl.limits import over_budget
 
-#: k-hat within this of 0.5 or of the threshold is redrawn from MORE times as many draws.
-NEAR = 0.1
-MORE = 4
 #: A mean-field sd too small by more than this factor is a fault (the benchmark's "good" allows
 #: sd ratios down to 1 / 1.25 = 0.8).
 NARROW = 1.25
@@ -64,16 +66,12 @@ IMPLICIT_TEXT = (
 )
 
 
-def khat_threshold(draws: int) -> float:
-    """The k-hat above which S draws cannot give a reliable importance-sampling estimate."""
-    return min(1.0 - 1.0 / math.log10(max(draws, 11)), USABLE)
-
-
 def judge(result, log_joint, rng: np.random.Generator) -> None:
     """Set result.diagnostics["verdict"] (good | usable | not reliable) and ["faults"] (a list
     of {"parameters", "how", "detail"}); add one warning naming them when not reliable."""
     diag = result.diagnostics
     if diag.get("judged"):
+        diag.pop(SETTLED, None)  # draws for the redraw only
         return  # a refit's result (auto's full-rank candidate), judged by its own fit
     diag["judged"] = True
     faults: list[dict] = []
@@ -188,38 +186,39 @@ def _advice(result) -> str:
 
 def _settled_khat(result, log_joint, rng, faults: list[dict]) -> float:
     """k-hat of the output draws, redrawn from MORE times as many when it is near a threshold
-    (or over it, to name the coordinates at fault)."""
+    (or over it, to name the coordinates at fault), the output draws among them; or as the
+    road settled it (ppl.diagnostics.settle)."""
     diag = result.diagnostics
     S, khat = int(diag["draws"]), float(diag["khat"])
-    diag["khat_threshold"] = khat_threshold(S)
-    near = min(abs(khat - GOOD), abs(khat - diag["khat_threshold"])) < NEAR
-    over = not khat <= diag["khat_threshold"]
-    dim = int(np.size(result.vi.sample(np.random.default_rng(0), 1), axis=1))
-    if (near or over) and not over_budget("verdict draws", float(MORE * S) * dim):
-        try:
-            zeta = result.vi.sample(rng, MORE * S)
-            more = check_fit(log_joint, result.vi.log_q, zeta)
-        except (ValueError, FloatingPointError, ArithmeticError, MemoryError):
-            more = None
-        if more is not None and more["log_weights"] is not None:
-            khat = float(more["khat"])
-            diag.update(khat_output_draws=diag["khat"], khat=khat, khat_draws=MORE * S,
-                        khat_threshold=khat_threshold(MORE * S))  # fmt: skip
-            if not khat <= diag["khat_threshold"]:
-                fault = _tail_fault(result, zeta, more["log_weights"], khat)
-                if fault["how"] == TAIL_ONLY and khat < 1:
-                    diag["tail_only"] = True  # the weighted moments agree with q's: usable
-                    result.warnings.append(
-                        f"PSIS k-hat {khat:.2f} from {MORE * S} draws is over "
-                        f"{diag['khat_threshold']:.2f}, but the importance-weighted means and sds "
-                        f"of those draws agree with q's (within {SHIFT} sd, ratios within "
-                        f"{NARROW}x): q's summaries are usable; its far tails are not"
-                    )
-                else:
-                    faults.append(fault)
-            return khat
-    if over:
-        faults.append(_tail_fault(result, None, None, khat))
+    settled = diag.pop(SETTLED, None)
+    over = False
+    if settled is None:
+        diag["khat_threshold"] = khat_threshold(S)
+        over = not khat <= diag["khat_threshold"]
+        if near(khat, S) or over:
+            # fresh draws, not the output ones among them: the docs' examples keep their k-hat
+            got = more_draws(result.vi, log_joint, rng, None, diag)
+            if got is not None and got[1]["log_weights"] is not None:
+                record(diag, *got)
+                settled = diag.pop(SETTLED)
+    if settled is None:
+        if over:
+            faults.append(_tail_fault(result, None, None, khat))
+        return khat
+    everything, more = settled
+    khat, n = float(diag["khat"]), int(diag["khat_draws"])
+    if not khat <= diag["khat_threshold"]:
+        fault = _tail_fault(result, everything, more["log_weights"], khat)
+        if fault["how"] == TAIL_ONLY and khat < 1:
+            diag["tail_only"] = True  # the weighted moments agree with q's: usable
+            result.warnings.append(
+                f"PSIS k-hat {khat:.2f} from {n} draws is over {diag['khat_threshold']:.2f}, but "
+                f"the importance-weighted means and sds of those draws agree with q's (within "
+                f"{SHIFT} sd, ratios within {NARROW}x): q's summaries are usable; its far tails "
+                "are not"
+            )  # fmt: skip
+        else:
+            faults.append(fault)
     return khat
 
 

@@ -14,6 +14,8 @@ the gradient).
 
 from __future__ import annotations
 
+import functools
+
 import autograd.numpy as anp
 import numpy as onp
 from autograd.extend import defvjp, primitive
@@ -41,11 +43,12 @@ def cholesky(a):
     from scipy.linalg.lapack import dpotrf
 
     n = a.shape[-1]
-    flat = a.reshape((-1, n, n))
-    out = onp.empty_like(flat)
-    for k, m in enumerate(flat):
-        out[k], info = dpotrf(m, lower=1, clean=1)
-        if info > 0:
+    out = onp.array(a, order="C").reshape((-1, n, n))
+    for m in out:
+        # in place, on the transpose: a C-ordered lower triangle is a Fortran-ordered upper one,
+        # so LAPACK reads and writes the copy as it is (no transposing copies in or out)
+        _, info = dpotrf(m.T, lower=0, clean=1, overwrite_a=1)
+        if info != 0:
             raise onp.linalg.LinAlgError("Matrix is not positive definite")
     return out.reshape(a.shape)
 
@@ -151,9 +154,16 @@ def inverse_from_factor(L: onp.ndarray) -> onp.ndarray:
         inv, info = dpotri(m.T, lower=0)
         if info != 0:
             raise onp.linalg.LinAlgError("singular Cholesky factor")
-        upper = onp.triu(inv, 1)
-        out[k] = onp.triu(inv) + upper.T
+        onp.copyto(out[k], inv.T)  # the lower triangle right, the upper one stale
+        onp.copyto(out[k], inv, where=_upper(n))
     return out.reshape(L.shape)
+
+
+@functools.cache
+def _upper(n: int) -> onp.ndarray:
+    """The upper triangle's mask of an n x n matrix (one pass mirrors a triangle: two triu
+    calls and a sum made three n x n arrays per matrix)."""
+    return onp.triu(onp.ones((n, n), dtype=bool))
 
 
 class GaussianCotangent(onp.ndarray):

@@ -760,8 +760,7 @@ def _gp_exp_quad_cov(args, types):
     else:
         x, alpha, rho = align_batch([x, alpha, rho], [2, 0, 0])
         x = x / np.reshape(rho, fast_shape(rho) + (1, 1))
-    alpha = np.reshape(alpha, fast_shape(alpha) + (1, 1))
-    return alpha**2 * exp_quad(x)
+    return exp_quad(x, alpha**2)  # the scale in the kernel's own pass over each matrix
 
 
 def _gp_rule(types):
