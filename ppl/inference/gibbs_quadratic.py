@@ -16,7 +16,9 @@ w_k | z_k = 1 is N(h / c, 1 / c) and w_k | z_k = 0 its prior N(m_k, 1 / p_k); th
 r_i -= G_i[:, k] (u_k' - u_k). The coefficients are read off the compiled model once per batch
 (the globals are fixed during the local step): G_i, b_i, p_i, m_i from K + 3 gradients of the
 log joint in w (the points z = 1, w = 0 and w = e_k; z = 0, w = 0 and w = 1), A_ik from K + 1
-values (z = e_k, w = 0, where u = 0 so only z's own terms move). Every row is done at once: each
+values (z = e_k, w = 0, where u = 0 so only z's own terms move); ppl.inference.gibbs_probe
+gets G from about rank(G_i) + 2 random directions and A from three values when it can, each
+checked on the batch (the K-point way otherwise). Every row is done at once: each
 point moves column k of every row, and rows are separate given the globals (ppl.inference.gibbs
 checked). Nothing here knows BPFA: whether a model has this form is checked numerically, the
 update against the exact six-point one (ppl.inference.gibbs) on a few coordinates of a batch;
@@ -29,6 +31,8 @@ import autograd.numpy as anp
 import numpy as np
 from autograd import grad
 from scipy.special import expit
+
+from ppl.inference import gibbs_probe
 
 _CHUNK = 32  # points per autograd call
 
@@ -43,6 +47,11 @@ class QuadraticPairs:
         self.zc = np.stack([u.binary for u in units], axis=1)  # (B, K) columns of z
         self.wc = np.stack([u.cont for u in units], axis=1)
         self.B, self.K = self.zc.shape
+        self.probe = True  # the shortcuts of ppl.inference.gibbs_probe, checked each batch
+        self.rank = 0  # directions the last probed G needed (0: none yet)
+        self.owner: np.ndarray | None = None  # term element -> k of its z (elementwise prior)
+        self.exact_curvatures = self.exact_priors = 0  # fallbacks taken
+        self.probe_rng = np.random.default_rng(0)
 
     def _grads(self, x: np.ndarray, points: list[tuple[float, np.ndarray]]) -> np.ndarray:
         """(n, B, K) the gradient of the log joint in w at x with z set to each point's value and
@@ -62,33 +71,46 @@ class QuadraticPairs:
         """The coefficients at the globals in x (one state of the batch model)."""
         B, K = self.B, self.K
         zero, one = np.zeros((B, K)), np.ones((B, K))
-        points = [(1.0, zero), (0.0, zero), (0.0, one)]
-        for k in range(K):
-            w = zero.copy()
-            w[:, k] = 1.0
-            points.append((1.0, w))
-        g = self._grads(x, points)
+        g = self._grads(x, [(1.0, zero), (0.0, zero), (0.0, one)])
         pm = g[1]
         self.p = g[1] - g[2]  # prior precision of each w
         with np.errstate(all="ignore"):
             self.m = np.where(self.p > 0, pm / self.p, 0.0)
         self.b = g[0] - pm
-        # G[:, j, k] = g(1, 0)_j - g(1, e_k)_j - p_k [j == k]
-        G = (g[0][:, :, None] - np.moveaxis(g[3:], 0, 2)).copy()
+        G = gibbs_probe.probed_curvature(self, x, g[0]) if self.probe else None
+        self.G = G if G is not None else self._exact_curvature(x, g[0])
+        A = gibbs_probe.elementwise_prior(self, x) if self.probe else None
+        self.A = A if A is not None else self._exact_prior(x)
+
+    def _exact_curvature(self, x: np.ndarray, g10: np.ndarray) -> np.ndarray:
+        """G from K gradients: G[:, j, k] = g(1, 0)_j - g(1, e_k)_j - p_k [j == k]."""
+        B, K = self.B, self.K
+        points = []
+        for k in range(K):
+            w = np.zeros((B, K))
+            w[:, k] = 1.0
+            points.append((1.0, w))
+        g = self._grads(x, points)
+        G = (g10[:, :, None] - np.moveaxis(g, 0, 2)).copy()
         G[:, np.arange(K), np.arange(K)] -= self.p
-        self.G = 0.5 * (G + np.swapaxes(G, 1, 2))
-        # A[:, k] from row energies at z = e_k, w = 0 against z = 0, w = 0
+        self.exact_curvatures += 1
+        return 0.5 * (G + np.swapaxes(G, 1, 2))
+
+    def _exact_prior(self, x: np.ndarray) -> np.ndarray:
+        """A[:, k] from row energies at z = e_k, w = 0 against z = 0, w = 0 (K + 1 values)."""
+        from ppl.inference.gibbs import _energies
+
+        K = self.K
         X = np.repeat(x[None], K + 1, axis=0)
         X[:, self.wc] = 0.0
         X[:, self.zc] = 0.0
         for k in range(K):
             X[k + 1, self.zc[:, k]] = 1.0
-        from ppl.inference.gibbs import _energies
-
         E = np.concatenate(
             [_energies(self.plan, X[a : a + _CHUNK], True) for a in range(0, K + 1, _CHUNK)]
         )
-        self.A = (E[1:] - E[0]).T  # (B, K)
+        self.exact_priors += 1
+        return (E[1:] - E[0]).T  # (B, K)
 
     def log_odds(self, u: np.ndarray, r: np.ndarray, k: int):
         """Per row: the log-odds of z_k with w_k integrated out, and (h, c) of w_k | z_k = 1."""
