@@ -31,22 +31,22 @@ _RTOL = 1e-7  # agreement asked of a probed G (relative to the row's gradient sc
 
 
 def _nystrom(V: np.ndarray, Y: np.ndarray, noise: np.ndarray):
-    """G (B, K, K) from Y (B, K, r) = G V' for directions V (r, K); and each row's rank."""
+    """G = F diag(sign) F' from Y (B, K, r) = G V' for directions V (r, K): F (B, K, r), sign
+    (B, r) (0 where an eigenvalue of V G V' is dropped as noise); and each row's rank."""
     C = V @ Y  # (B, r, r) = V G V'
     C = 0.5 * (C + np.swapaxes(C, 1, 2))
     lam, U = np.linalg.eigh(C)
     top = np.max(np.abs(lam), axis=1, keepdims=True)
     keep = np.abs(lam) > 1e-9 * np.maximum(top, noise[:, None])
     with np.errstate(all="ignore"):
-        inv = np.where(keep, 1.0 / lam, 0.0)
-    F = Y @ U  # (B, K, r)
-    G = (F * inv[:, None, :]) @ np.swapaxes(F, 1, 2)
-    return 0.5 * (G + np.swapaxes(G, 1, 2)), keep.sum(axis=1)
+        root = np.where(keep, 1.0 / np.sqrt(np.abs(lam)), 0.0)
+    F = (Y @ U) * root[:, None, :]
+    return F, np.where(keep, np.sign(lam), 0.0), keep.sum(axis=1)
 
 
-def probed_curvature(pairs, x: np.ndarray, g10: np.ndarray) -> np.ndarray | None:
-    """G (B, K, K) from random directions (module docstring), or None when as many directions
-    as K would be needed. `g10`: the gradient in w at z = 1, w = 0."""
+def probed_curvature(pairs, x: np.ndarray, g10: np.ndarray):
+    """G as low-rank factors (F, sign) from random directions (module docstring), or None when
+    nearly as many directions as K would be needed. `g10`: the gradient in w at z = 1, w = 0."""
     B, K = pairs.B, pairs.K
     rng = pairs.probe_rng
     r = pairs.rank + 4 if pairs.rank else _START
@@ -58,13 +58,13 @@ def probed_curvature(pairs, x: np.ndarray, g10: np.ndarray) -> np.ndarray | None
         GV = g10[None] - g - pairs.p[None] * new[:, None, :]  # (n, B, K): G_i v
         V = np.concatenate([V, new])
         Y = np.concatenate([Y, np.moveaxis(GV, 0, 2)], axis=2)
-        G, rank = _nystrom(V[:r], Y[:, :, :r], scale * K)
+        F, sign, rank = _nystrom(V[:r], Y[:, :, :r], scale * K)
         measured = Y[:, :, r:]
-        predicted = G @ V[r:].T
+        predicted = F @ (sign[:, :, None] * (np.swapaxes(F, 1, 2) @ V[r:].T))
         tol = _RTOL * (np.max(np.abs(measured), axis=(1, 2)) + scale)
         if np.all(np.abs(predicted - measured) <= tol[:, None, None]):
             pairs.rank = int(rank.max())
-            return G
+            return F, sign
         r = r + _TESTS + max(8, r // 2)
     pairs.rank = 0
     return None

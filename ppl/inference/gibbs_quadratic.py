@@ -51,6 +51,8 @@ class QuadraticPairs:
         self.rank = 0  # directions the last probed G needed (0: none yet)
         self.owner: np.ndarray | None = None  # term element -> k of its z (elementwise prior)
         self.exact_curvatures = self.exact_priors = 0  # fallbacks taken
+        self._G: np.ndarray | None = None
+        self.factors = None  # (F (B, K, rank), sign (B, rank)): G = F diag(sign) F', if probed
         self.probe_rng = np.random.default_rng(0)
 
     def _grads(self, x: np.ndarray, points: list[tuple[float, np.ndarray]]) -> np.ndarray:
@@ -77,8 +79,14 @@ class QuadraticPairs:
         with np.errstate(all="ignore"):
             self.m = np.where(self.p > 0, pm / self.p, 0.0)
         self.b = g[0] - pm
-        G = gibbs_probe.probed_curvature(self, x, g[0]) if self.probe else None
-        self.G = G if G is not None else self._exact_curvature(x, g[0])
+        self.factors = gibbs_probe.probed_curvature(self, x, g[0]) if self.probe else None
+        if self.factors is None:
+            self.G = self._exact_curvature(x, g[0])
+            self.diag = np.einsum("ikk->ik", self.G).copy()
+        else:
+            F, sign = self.factors
+            self._G = None  # formed when asked for (the sweeps use the factors)
+            self.diag = np.einsum("ikr,ir,ikr->ik", F, sign, F)
         A = gibbs_probe.elementwise_prior(self, x) if self.probe else None
         self.A = A if A is not None else self._exact_prior(x)
 
@@ -112,11 +120,24 @@ class QuadraticPairs:
         self.exact_priors += 1
         return (E[1:] - E[0]).T  # (B, K)
 
-    def log_odds(self, u: np.ndarray, r: np.ndarray, k: int):
-        """Per row: the log-odds of z_k with w_k integrated out, and (h, c) of w_k | z_k = 1."""
-        Gkk, pk, mk = self.G[:, k, k], self.p[:, k], self.m[:, k]
+    @property
+    def G(self) -> np.ndarray:
+        """(B, K, K) the rows' quadratic forms (from the factors when probed)."""
+        if self._G is None:
+            F, sign = self.factors
+            self._G = (F * sign[:, None, :]) @ np.swapaxes(F, 1, 2)
+        return self._G
+
+    @G.setter
+    def G(self, value: np.ndarray) -> None:
+        self._G = value
+
+    def log_odds(self, u: np.ndarray, rk: np.ndarray, k: int):
+        """Per row: the log-odds of z_k with w_k integrated out, and (h, c) of w_k | z_k = 1;
+        `rk` is column k of r = b - G u."""
+        Gkk, pk, mk = self.diag[:, k], self.p[:, k], self.m[:, k]
         c = Gkk + pk
-        h = r[:, k] + Gkk * u[:, k] + pk * mk
+        h = rk + Gkk * u[:, k] + pk * mk
         with np.errstate(all="ignore"):
             lo = self.A[:, k] - 0.5 * pk * mk**2 + h * h / (2 * c) + 0.5 * np.log(pk / c)
         return lo, h, c
@@ -127,11 +148,18 @@ class QuadraticPairs:
         x = X[0]
         z, w = x[self.zc].copy(), x[self.wc].copy()
         u = z * w
-        r = self.b - np.einsum("ijk,ik->ij", self.G, u)
+        low = self.factors is not None
+        if low:  # r_k = b_k - (F sign F' u)_k, with s = F' u kept up to date: O(B rank) a step
+            F = np.ascontiguousarray(np.moveaxis(self.factors[0], 1, 0))  # (K, B, rank)
+            Fs = F * self.factors[1][None]
+            s = np.einsum("kir,ik->ir", F, u)
+        else:
+            r = self.b - np.einsum("ijk,ik->ij", self.G, u)
         for _ in range(n):
             probs = np.empty((self.B, self.K))
             for k in range(self.K):
-                lo, h, c = self.log_odds(u, r, k)
+                rk = self.b[:, k] - np.einsum("ir,ir->i", Fs[k], s) if low else r[:, k]
+                lo, h, c = self.log_odds(u, rk, k)
                 p = expit(lo)
                 on = rng.uniform(size=self.B) < p
                 pk = self.p[:, k]
@@ -140,7 +168,10 @@ class QuadraticPairs:
                                    self.m[:, k] + noise / np.sqrt(pk))  # fmt: skip
                 z[:, k] = on
                 new = np.where(on, w[:, k], 0.0)
-                r -= self.G[:, :, k] * (new - u[:, k])[:, None]
+                if low:
+                    s += F[k] * (new - u[:, k])[:, None]
+                else:
+                    r -= self.G[:, :, k] * (new - u[:, k])[:, None]
                 u[:, k] = new
                 probs[:, k] = p
             X[0, self.zc], X[0, self.wc] = z, w
@@ -186,7 +217,7 @@ class QuadraticPairs:
         u = z * w
         r = self.b - np.einsum("ijk,ik->ij", self.G, u)
         for k in ks:
-            lo, h, c = self.log_odds(u, r, k)
+            lo, h, c = self.log_odds(u, r[:, k], k)
             exact_lo, g1, c1, base = pair_conditionals(self.plan, X, self.units[k])
             mean_exact = (base + g1 / c1)[0]
             scale = 1.0 + np.abs(exact_lo[0])
