@@ -148,18 +148,11 @@ class QuadraticPairs:
         x = X[0]
         z, w = x[self.zc].copy(), x[self.wc].copy()
         u = z * w
-        low = self.factors is not None
-        if low:  # r_k = b_k - (F sign F' u)_k, with s = F' u kept up to date: O(B rank) a step
-            F = np.ascontiguousarray(np.moveaxis(self.factors[0], 1, 0))  # (K, B, rank)
-            Fs = F * self.factors[1][None]
-            s = np.einsum("kir,ik->ir", F, u)
-        else:
-            r = self.b - np.einsum("ijk,ik->ij", self.G, u)
+        r = _Residual(self, u)
         for _ in range(n):
             probs = np.empty((self.B, self.K))
             for k in range(self.K):
-                rk = self.b[:, k] - np.einsum("ir,ir->i", Fs[k], s) if low else r[:, k]
-                lo, h, c = self.log_odds(u, rk, k)
+                lo, h, c = self.log_odds(u, r.column(k), k)
                 p = expit(lo)
                 on = rng.uniform(size=self.B) < p
                 pk = self.p[:, k]
@@ -168,10 +161,7 @@ class QuadraticPairs:
                                    self.m[:, k] + noise / np.sqrt(pk))  # fmt: skip
                 z[:, k] = on
                 new = np.where(on, w[:, k], 0.0)
-                if low:
-                    s += F[k] * (new - u[:, k])[:, None]
-                else:
-                    r -= self.G[:, :, k] * (new - u[:, k])[:, None]
+                r.move(k, new - u[:, k])
                 u[:, k] = new
                 probs[:, k] = p
             X[0, self.zc], X[0, self.wc] = z, w
@@ -189,18 +179,18 @@ class QuadraticPairs:
         theta, nu = x[self.zc].copy(), x[self.wc].copy()
         kappa = self.p.copy()
         ubar = theta * nu
-        r = self.b - np.einsum("ijk,ik->ij", self.G, ubar)  # b - G E[u]
+        r = _Residual(self, ubar)  # b - G E[u]
         for _ in range(n):
             for k in range(self.K):
-                Gkk, pk, mk = self.G[:, k, k], self.p[:, k], self.m[:, k]
-                rest = r[:, k] + Gkk * ubar[:, k]  # b_k - sum_{j != k} G_kj E[u_j]
+                Gkk, pk, mk = self.diag[:, k], self.p[:, k], self.m[:, k]
+                rest = r.column(k) + Gkk * ubar[:, k]  # b_k - sum_{j != k} G_kj E[u_j]
                 # q(w_k) at the current theta_k, then theta_k at that q(w_k)
                 kappa[:, k] = theta[:, k] * Gkk + pk
                 nu[:, k] = (theta[:, k] * rest + pk * mk) / kappa[:, k]
                 second = nu[:, k] ** 2 + 1 / kappa[:, k]  # E[w_k^2]
                 theta[:, k] = expit(self.A[:, k] + nu[:, k] * rest - 0.5 * Gkk * second)
                 new = theta[:, k] * nu[:, k]
-                r -= self.G[:, :, k] * (new - ubar[:, k])[:, None]
+                r.move(k, new - ubar[:, k])
                 ubar[:, k] = new
             on = rng.uniform(size=theta.shape) < theta
             w = nu + rng.standard_normal(nu.shape) / np.sqrt(kappa)
@@ -226,3 +216,33 @@ class QuadraticPairs:
                     and np.allclose(h / c, mean_exact, rtol=1e-6, atol=1e-8)):  # fmt: skip
                 return False
         return True
+
+
+class _Residual:
+    """r = b - G u of every row, read one column at a time as u moves one column at a time:
+    from G's factors (s = F'u kept, O(B rank) a read or move) when probed, else kept whole
+    (O(B K) a move)."""
+
+    def __init__(self, pairs: QuadraticPairs, u: np.ndarray):
+        self.b = pairs.b
+        if pairs.factors is not None:
+            F, sign = pairs.factors
+            self.F = np.ascontiguousarray(np.moveaxis(F, 1, 0))  # (K, B, rank)
+            self.Fs = self.F * sign[None]
+            self.s = np.einsum("kir,ik->ir", self.F, u)
+            self.r = None
+        else:
+            self.G = pairs.G
+            self.r = pairs.b - np.einsum("ijk,ik->ij", self.G, u)
+
+    def column(self, k: int) -> np.ndarray:
+        if self.r is None:
+            return self.b[:, k] - np.einsum("ir,ir->i", self.Fs[k], self.s)
+        return self.r[:, k]
+
+    def move(self, k: int, delta: np.ndarray) -> None:
+        """u[:, k] += delta."""
+        if self.r is None:
+            self.s += self.F[k] * delta[:, None]
+        else:
+            self.r -= self.G[:, :, k] * delta[:, None]

@@ -57,15 +57,18 @@ def test_low_rank_curvature_and_elementwise_prior_equal_the_exact_ones(tmp_path)
     assert np.allclose(G, G_exact, rtol=0, atol=1e-8 * scale)
     assert np.allclose(diag, np.einsum("ikk->ik", G_exact), rtol=0, atol=1e-8 * scale)
     assert np.allclose(A, A_exact, rtol=1e-10, atol=1e-10)
-    # the sweeps on the factors draw what the sweeps on G draw (same random numbers)
+    # the sweeps (Gibbs and mean-field) on the factors do what they do on G (same random numbers)
     pairs.prepare(X[0])
     assert pairs.factors is not None
     Xa, Xb = X.copy(), X.copy()
     pa = [p.copy() for p in pairs.sweeps(Xa, 2, np.random.default_rng(5))]
+    ma = [t.copy() for t in pairs.meanfield_sweeps(X.copy(), 2, np.random.default_rng(7))]
     pairs.G = pairs.G  # formed from the factors, then the sweeps use it
     pairs.factors = None
     pb = [p.copy() for p in pairs.sweeps(Xb, 2, np.random.default_rng(5))]
     assert np.allclose(pa, pb, atol=1e-9) and np.allclose(Xa, Xb, atol=1e-9)
+    mb = [t.copy() for t in pairs.meanfield_sweeps(X.copy(), 2, np.random.default_rng(7))]
+    assert np.allclose(ma, mb, atol=1e-9)
     pairs.prepare(X[0])
     assert pairs.agrees(X, list(range(pairs.K)), np.random.default_rng(6))
 
