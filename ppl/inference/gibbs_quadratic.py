@@ -40,6 +40,8 @@ _CHUNK = 32  # points per autograd call
 class QuadraticPairs:
     """The pairs (Z[:, k], W[:, k]) of one binary latent and its slab, for a batch of B rows."""
 
+    probe = True  # the shortcuts of ppl.inference.gibbs_probe (checked each batch), or K points
+
     def __init__(self, plan, units: list, log_joint):
         """`units`: the plan's local units of the pair, one per k (columns (B,) each);
         `log_joint(X)`: the (S,) differentiable log joint of the batch model."""
@@ -47,7 +49,6 @@ class QuadraticPairs:
         self.zc = np.stack([u.binary for u in units], axis=1)  # (B, K) columns of z
         self.wc = np.stack([u.cont for u in units], axis=1)
         self.B, self.K = self.zc.shape
-        self.probe = True  # the shortcuts of ppl.inference.gibbs_probe, checked each batch
         self.rank = 0  # directions the last probed G needed (0: none yet)
         self.owner: np.ndarray | None = None  # term element -> k of its z (elementwise prior)
         self.exact_curvatures = self.exact_priors = 0  # fallbacks taken
