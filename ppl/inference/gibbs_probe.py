@@ -28,6 +28,8 @@ from ppl.inference.blankets import stack_terms
 _TESTS = 2  # check directions per probe
 _START = 16  # directions before any rank is known
 _RTOL = 1e-7  # agreement asked of a probed G (relative to the row's gradient scale)
+_PAYS = 0.7  # probe with at most this fraction of K directions
+_WAIT = 20  # batches without the curvature probe after it failed
 
 
 def _nystrom(V: np.ndarray, Y: np.ndarray, noise: np.ndarray):
@@ -44,20 +46,35 @@ def _nystrom(V: np.ndarray, Y: np.ndarray, noise: np.ndarray):
     return F, np.where(keep, np.sign(lam), 0.0), keep.sum(axis=1)
 
 
-def probed_curvature(pairs, x: np.ndarray, g10: np.ndarray):
-    """G as low-rank factors (F, sign) from random directions (module docstring), or None when
-    nearly as many directions as K would be needed. `g10`: the gradient in w at z = 1, w = 0."""
-    B, K = pairs.B, pairs.K
-    rng = pairs.probe_rng
+def first_directions(pairs) -> np.ndarray | None:
+    """(n, K) the directions a curvature probe starts with, or None when it would not pay (too
+    many for K, or it failed lately: retried after _WAIT batches)."""
+    if pairs.probe_wait > 0:
+        pairs.probe_wait -= 1
+        return None
     r = pairs.rank + 4 if pairs.rank else _START
-    V, Y = np.zeros((0, K)), np.zeros((B, K, 0))
+    if r + _TESTS > _PAYS * pairs.K:
+        return None
+    return pairs.probe_rng.standard_normal((r + _TESTS, pairs.K))
+
+
+def probed_curvature(pairs, x: np.ndarray, g10: np.ndarray, V: np.ndarray, g: np.ndarray):
+    """G as low-rank factors (F, sign) from random directions (module docstring), or None when
+    nearly as many directions as K would be needed. `g10`: the gradient in w at z = 1, w = 0;
+    `V` (n, K) the first directions, `g` (n, B, K) the gradients at z = 1, w = each."""
+    B, K = pairs.B, pairs.K
+    r = len(V) - _TESTS
+    Y = np.zeros((B, K, 0))
+    V_done = np.zeros((0, K))
     scale = np.max(np.abs(g10), axis=1) + np.max(np.abs(pairs.p), axis=1) * np.sqrt(K)
-    while r + _TESTS <= 0.7 * K:  # else the K exact gradients cost about the same
-        new = rng.standard_normal((r + _TESTS - len(V), K))
-        g = pairs._grads(x, [(1.0, np.broadcast_to(v, (B, K))) for v in new])
-        GV = g10[None] - g - pairs.p[None] * new[:, None, :]  # (n, B, K): G_i v
-        V = np.concatenate([V, new])
-        Y = np.concatenate([Y, np.moveaxis(GV, 0, 2)], axis=2)
+    while r + _TESTS <= _PAYS * K:  # else the K exact gradients cost about the same
+        if len(V) > len(V_done):
+            new = V[len(V_done) :]
+            if g is None:
+                g = pairs._grads(x, [(1.0, np.broadcast_to(v, (B, K))) for v in new])
+            GV = g10[None] - g - pairs.p[None] * new[:, None, :]  # (n, B, K): G_i v
+            Y = np.concatenate([Y, np.moveaxis(GV, 0, 2)], axis=2)
+            V_done, g = V, None
         F, sign, rank = _nystrom(V[:r], Y[:, :, :r], scale * K)
         measured = Y[:, :, r:]
         predicted = F @ (sign[:, :, None] * (np.swapaxes(F, 1, 2) @ V[r:].T))
@@ -65,8 +82,10 @@ def probed_curvature(pairs, x: np.ndarray, g10: np.ndarray):
         if np.all(np.abs(predicted - measured) <= tol[:, None, None]):
             pairs.rank = int(rank.max())
             return F, sign
-        r = r + _TESTS + max(8, r // 2)
-    pairs.rank = 0
+        grow = _TESTS + max(8, r // 2)
+        V = np.concatenate([V, pairs.probe_rng.standard_normal((grow, K))])
+        r += grow
+    pairs.rank, pairs.probe_wait = 0, _WAIT
     return None
 
 

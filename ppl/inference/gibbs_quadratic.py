@@ -50,6 +50,7 @@ class QuadraticPairs:
         self.wc = np.stack([u.cont for u in units], axis=1)
         self.B, self.K = self.zc.shape
         self.rank = 0  # directions the last probed G needed (0: none yet)
+        self.probe_wait = 0  # batches before the curvature probe is tried again
         self.owner: np.ndarray | None = None  # term element -> k of its z (elementwise prior)
         self.exact_curvatures = self.exact_priors = 0  # fallbacks taken
         self._G: np.ndarray | None = None
@@ -74,13 +75,18 @@ class QuadraticPairs:
         """The coefficients at the globals in x (one state of the batch model)."""
         B, K = self.B, self.K
         zero, one = np.zeros((B, K)), np.ones((B, K))
-        g = self._grads(x, [(1.0, zero), (0.0, zero), (0.0, one)])
+        # the probe's first directions ride with these three points (one model call)
+        V = gibbs_probe.first_directions(self) if self.probe else None
+        extra = [] if V is None else [(1.0, np.broadcast_to(v, (B, K))) for v in V]
+        g = self._grads(x, [(1.0, zero), (0.0, zero), (0.0, one)] + extra)
         pm = g[1]
         self.p = g[1] - g[2]  # prior precision of each w
         with np.errstate(all="ignore"):
             self.m = np.where(self.p > 0, pm / self.p, 0.0)
         self.b = g[0] - pm
-        self.factors = gibbs_probe.probed_curvature(self, x, g[0]) if self.probe else None
+        self.factors = None
+        if V is not None:
+            self.factors = gibbs_probe.probed_curvature(self, x, g[0], V, g[3:])
         if self.factors is None:
             self.G = self._exact_curvature(x, g[0])
             self.diag = np.einsum("ikk->ik", self.G).copy()
