@@ -212,6 +212,21 @@ def _add_method_options(f) -> None:
         help="rows per chunk under --stream (default 20000)",
     )
     f.add_argument(
+        "--local",
+        default="gibbs",
+        choices=["gibbs", "meanfield"],
+        help="under --method svi, the local step: exact Gibbs sweeps (default) or a mean-field "
+        "Bernoulli q per binary latent",
+    )
+    for flag, kind, default, text in (
+        ("--burnin", int, 3, "Gibbs sweeps discarded per batch"),
+        ("--samples", int, 3, "Gibbs sweeps kept per batch"),
+        ("--kappa", float, 0.75, "the step sizes' decay, rho_t = (t + tau)^-kappa"),
+        ("--tau", float, 1.0, "the step sizes' delay, rho_t = (t + tau)^-kappa"),
+    ):
+        f.add_argument(flag, type=kind, default=default,
+                       help=f"under --method svi, {text} (default {default})")  # fmt: skip
+    f.add_argument(
         "--rank",
         default=None,
         choices=["full", "diag"],
@@ -532,6 +547,11 @@ def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
                 rank=args.rank,
                 dof=args.dof,
                 schedule=args.schedule,
+                local=args.local,
+                burnin=args.burnin,
+                samples=args.samples,
+                kappa=args.kappa,
+                tau=args.tau,
                 stream=stream,
                 refine_draws=_refine_draws(args),
                 progress=progress,

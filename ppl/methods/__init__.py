@@ -11,6 +11,7 @@ from ppl.methods.base import DEFAULTS, FitOptions, Fitted, Method
 from ppl.methods.bbvi import BBVI
 from ppl.methods.dsvi import DSVI
 from ppl.methods.result import FitResult
+from ppl.methods.svi import SVI_METHOD
 
 #: Every --method, by name, in the order `ppl fit --help` lists them.
 METHODS: dict[str, Method] = {}
@@ -29,7 +30,7 @@ def method_named(name: str) -> Method:
     return METHODS[name]
 
 
-for _method in (AUTO, ADVI_MEANFIELD, MEANFIELD, FULLRANK, BBVI(), DSVI()):
+for _method in (AUTO, ADVI_MEANFIELD, MEANFIELD, FULLRANK, BBVI(), DSVI(), SVI_METHOD):
     register(_method)
 
 __all__ = ["DEFAULTS", "METHODS", "FitOptions", "FitResult", "Fitted", "Method", "method_named",

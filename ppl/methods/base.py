@@ -42,6 +42,12 @@ class FitOptions:
     partitions: Any = None
     reparam: str = "auto"  # non-centring: auto (the default road decides), none, noncentre
     init: Any = None  # the unconstrained start (the API's inits=); None: Stan's uniform(-2, 2)
+    # --method svi (ppl.methods.svi): the local step and the Robbins-Monro schedule
+    local: str = "gibbs"  # gibbs | meanfield
+    burnin: int = 3
+    samples: int = 3
+    kappa: float = 0.75
+    tau: float = 1.0
 
 
 @dataclass

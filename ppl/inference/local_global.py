@@ -1,0 +1,422 @@
+"""Stochastic VI with local and global latents (Hoffman et al. 2013; Shah, Knowles & Ghahramani
+2015, "Gibbs-SSVI"): a Gibbs local step, then a natural-gradient step on the global q.
+
+Split, from the graph IR (as ppl.inference.subsample does): *local* latents have the data's rows
+as leading dimension; the rest are global. The sweep (ppl.inference.gibbs) draws every binary
+latent, the continuous latent each one switches (its partner: the slab of ``z .* w``) and every
+continuous local latent; q is a mean-field Gaussian over the remaining global coordinates (on the
+unconstrained scale).
+
+Why this q is fitted by these gradients: with q(beta) q(psi | beta) and q(psi | beta) the exact
+conditional p(psi | beta, y), the ELBO is E_q(beta)[log p(y, beta) - log q(beta)], and by Fisher's
+identity grad_beta log p(y, beta) = E_{p(psi | beta, y)}[grad_beta log p(y, psi, beta)]. So the
+pathwise gradient of the log joint at a draw beta of q and at Gibbs draws psi given beta is an
+unbiased estimate (biased only by an unconverged chain: the paper's burn-in of 3 sweeps, then 3
+samples, warm-started from each row's last state). With a minibatch of B of N rows, the per-row
+statements are weighted N / B.
+
+The step is the natural gradient of a Gaussian q (the "variational online Newton" form):
+precision <- (1 - rho) precision + rho (-E d2 log p), mean <- mean + rho grad / precision, with
+rho_t = (t + tau)^-kappa. For a conditionally conjugate model it is Hoffman et al.'s update of the
+natural parameters, the one the paper uses; the diagonal of the Hessian is estimated by a secant
+along a random +-1 direction (unbiased for the diagonal, at fixed local draws: the complete
+conditional's precision, as in SVI). The local step is exact given beta, so no local variational
+parameters need tuning; ``local="meanfield"`` (the paper's MF-SSVI) instead fits a Bernoulli
+q(z) per local binary by a few coordinate-ascent passes on the conditional log-odds.
+
+Not here: the sweep's cost is K batch evaluations for K local binaries per row (rows are done in
+parallel, coordinates are not); a model whose local latents are coupled across rows is refused.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import autograd.numpy as anp
+import numpy as np
+from autograd import grad
+from scipy.special import expit
+
+from ppl.errors import ModelError
+from ppl.inference import gibbs
+from ppl.ir.graph import build_graph
+from ppl.runtime.signals import Devectorise
+
+WINDOW = 50  # iterations per stopping-rule window
+
+
+def step_size(t: int, tau: float, kappa: float) -> float:
+    """The Robbins-Monro schedule rho_t = (t + tau)^-kappa (t from 1)."""
+    return float((t + tau) ** -kappa)
+
+
+class AllRows:
+    """The full data as the one batch (no --batch): Batches' interface, N = B."""
+
+    def __init__(self, model, rows_name: str | None, local: set[str]):
+        self.model = self.batch_model = model
+        self.rows_name, self.local = rows_name, local
+        self.N = self.B = int(model.data[rows_name]) if rows_name else 0
+        self.columns = np.arange(model.dim)
+
+    def draw_rows(self) -> np.ndarray:
+        return np.arange(self.N)
+
+    def set_rows(self, rows: np.ndarray) -> None:
+        pass
+
+    def row_keys(self) -> set[int]:
+        return set()
+
+
+def rows_of(model, batch: int | None, rng: np.random.Generator):
+    """Batches (ppl.inference.subsample) for a batch of rows, else AllRows."""
+    graph = build_graph(model.checked, model)
+    firsts = Counter(n.dims[0] for n in graph.of_kind("data") if n.dims)
+    rows_name = firsts.most_common(1)[0][0] if firsts else None
+    if rows_name is not None and np.ndim(model.data.get(rows_name, [])) != 0:
+        rows_name = None
+    local = (
+        {n.name for n in graph.of_kind("latent") if n.dims and n.dims[0] == rows_name}
+        if rows_name
+        else set()
+    )
+    if batch and rows_name and batch < int(model.data[rows_name]):
+        from ppl.inference.subsample import Batches
+
+        return Batches(model, batch, rng)
+    return AllRows(model, rows_name, local)
+
+
+def scaled_log_joint(model, zeta, scales: dict[int, float]):
+    """The log joint (binary latents at their 0/1 values), each statement whose id is in
+    `scales` weighted by it; differentiable in zeta."""
+    S = zeta.shape[0]
+    extra: list = []
+
+    def record(statement, lp):
+        weight = scales.get(id(statement))
+        if weight is not None:
+            extra.append((weight - 1.0) * lp)
+
+    while True:
+        extra.clear()
+        try:
+            _, target, log_jac = model._evaluate(zeta, on_statement=record, binary=True)
+        except Devectorise as d:
+            model.devectorised.add(d.loop)
+            continue
+        total = target + log_jac + anp.zeros(S)
+        for lp in extra:
+            total = total + lp
+        return total
+
+
+def _runs(mask: np.ndarray) -> list[tuple[bool, int, int]]:
+    """Runs of equal values of a boolean mask: (value, start, stop)."""
+    edges = np.flatnonzero(np.diff(mask.astype(int))) + 1
+    starts = np.concatenate([[0], edges])
+    stops = np.concatenate([edges, [len(mask)]])
+    return [(bool(mask[a]), int(a), int(b)) for a, b in zip(starts, stops, strict=True)]
+
+
+@dataclass
+class SVIResult:
+    """q over the global coordinates (mean, precision) and the Gibbs states."""
+
+    model: object
+    q_columns: np.ndarray  # full-model coordinates under the Gaussian q
+    mean: np.ndarray
+    precision: np.ndarray
+    state: np.ndarray  # (chains, D) the last Gibbs state (locals: each row's last visit)
+    inclusion: dict[str, np.ndarray]  # binary latent -> averaged P(z = 1) (Rao-Blackwellised)
+    elbo_trace: list[tuple[int, float]]
+    iterations: int
+    converged: bool
+    seconds: float
+    local: str
+    batch: int | None
+    burnin: int
+    samples: int
+    kappa: float
+    tau: float
+    evaluations: int = 0
+    grad_evals: int = 0
+    warnings: list[str] = field(default_factory=list)
+    elbo: float = float("nan")
+    eta: float = float("nan")
+    grad_samples: int = 1
+    polish: dict = field(default_factory=dict)
+    fitter: object = None  # the LocalGlobal that made it: more sweeps for draws
+
+    @property
+    def sd(self) -> np.ndarray:
+        return 1.0 / np.sqrt(self.precision)
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """(n, D): globals from q; the Gibbs part from the chains, one more sweep per draw over
+        every row when the fit used all rows, else each row's last Gibbs state."""
+        return self.fitter.draws(self, rng, n)
+
+    def log_q(self, zeta: np.ndarray) -> np.ndarray:
+        """log q of the global coordinates plus, for the binary ones, log of the averaged
+        inclusion probabilities (independent Bernoullis): a stand-in for the implicit q(psi |
+        beta), so PSIS compares the Gaussian part only roughly."""
+        z = (zeta[:, self.q_columns] - self.mean) * np.sqrt(self.precision)
+        out = np.sum(-0.5 * z * z + 0.5 * np.log(self.precision / (2 * np.pi)), axis=1)
+        for lat in self.model.latents:
+            if lat.binary and lat.name in self.inclusion:
+                p = np.clip(self.inclusion[lat.name], 1e-12, 1 - 1e-12)
+                x = zeta[:, lat.offset : lat.offset + lat.size]
+                out = out + np.sum(x * np.log(p) + (1 - x) * np.log1p(-p), axis=1)
+        return out
+
+    def describe(self) -> dict[str, dict]:
+        out = {}
+        for lat in self.model.latents:
+            if lat.binary:
+                p = self.inclusion.get(lat.name)
+                if p is None:  # local: the last states
+                    p = self.state[:, lat.offset : lat.offset + lat.size].mean(axis=0)
+                out[lat.name] = {"family": "gibbs", "p": np.asarray(p).tolist()}
+        at = {int(c): i for i, c in enumerate(self.q_columns)}
+        for lat in self.model.latents:
+            cols = [at.get(c) for c in range(lat.offset, lat.offset + lat.size)]
+            if lat.size and all(c is not None for c in cols):
+                out[lat.name] = {"family": "gaussian", "mean": self.mean[cols].tolist(),
+                                 "sd": self.sd[cols].tolist()}  # fmt: skip
+            elif not lat.binary and lat.size:
+                out[lat.name] = {"family": "gibbs"}
+        return out
+
+
+class LocalGlobal:
+    """One fit: the rows, the sweep's plan on the batch model, q's columns."""
+
+    def __init__(self, model, rows, chains: int, rng: np.random.Generator, local: str):
+        self.model, self.rows, self.local_mode = model, rows, local
+        bm = rows.batch_model
+        self.plan = gibbs.plan_gibbs(bm, rows.local, rows.B)
+        self.chains = 1 if self.plan.local else chains
+        drawn = np.zeros(bm.dim, dtype=bool)
+        drawn[self.plan.columns] = True
+        self.q_batch = np.flatnonzero(~drawn)  # batch-model coordinates under q
+        self.q_runs = _runs(~drawn)
+        local_names = rows.local
+        for lat in bm.latents:
+            if lat.name in local_names and not drawn[lat.offset : lat.offset + lat.size].all():
+                raise ModelError(f"local latent '{lat.name}' is neither binary nor drawn by Gibbs")
+        weight = rows.N / rows.B if rows.B else 1.0
+        self.scales = dict.fromkeys(rows.row_keys(), weight)
+        self.rng = rng
+
+    def q_full(self) -> np.ndarray:
+        """The full model's coordinates of q (global: the same under every batch)."""
+        self.rows.set_rows(self.rows.draw_rows())
+        return self.rows.columns[self.q_batch]
+
+    def setup(self, state: np.ndarray) -> None:
+        """Map the rows and check the conditionals are Gaussian where the sweep needs them."""
+        rows = self.rows
+        rows.set_rows(rows.draw_rows())
+        x = state[0, rows.columns].astype(float)
+        gibbs.map_rows(self.plan, x, self.rng)
+        bad = gibbs.check_quadratic(self.plan, x[None])
+        if bad:
+            paired = gibbs.plan_gibbs(rows.batch_model, rows.local, rows.B, pair=False)
+            if set(paired.columns) != set(self.plan.columns):
+                raise gibbs.GibbsStructureError(
+                    f"the conditional of the latent(s) switched by {', '.join(bad)} is not "
+                    "Gaussian; the Gibbs road needs it to be (binary latents alone are fine)"
+                )
+            paired.row_map, paired.sampled, paired.sizes = (
+                self.plan.row_map, self.plan.sampled, self.plan.sizes)  # fmt: skip
+            self.plan = paired
+
+    def assemble(self, X: np.ndarray, v):
+        """X with its q columns replaced by v (S, nq), differentiable in v."""
+        parts, k = [], 0
+        for is_q, a, b in self.q_runs:
+            if is_q:
+                parts.append(v[:, k : k + b - a])
+                k += b - a
+            else:
+                parts.append(X[:, a:b])
+        return anp.concatenate(parts, axis=1)
+
+    def gradient(self, X: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """(S, nq) the gradient of the (scaled) log joint in q's coordinates at X, v."""
+        bm = self.rows.batch_model
+        return grad(lambda w: anp.sum(scaled_log_joint(bm, self.assemble(X, w), self.scales)))(v)
+
+    def local_step(self, X: np.ndarray, burnin: int, samples: int, rng):
+        """Sweeps on X in place; yields after each of the last `samples` sweeps (the probs)."""
+        for k in range(burnin + samples):
+            if self.local_mode == "meanfield":
+                p = meanfield_sweep(self.plan, X, rng, self)
+            else:
+                p = gibbs.sweep(self.plan, X, rng)
+            if k >= burnin:
+                yield p
+
+    def draws(self, result: SVIResult, rng: np.random.Generator, n: int) -> np.ndarray:
+        """n draws of the full vector (SVIResult.sample)."""
+        rows = self.rows
+        out = np.zeros((n, self.model.dim))
+        full = isinstance(rows, AllRows)
+        for j in range(n):
+            chain = j % result.state.shape[0]
+            x = result.state[chain].astype(float)
+            x[result.q_columns] = result.mean + rng.standard_normal(len(result.mean)) * result.sd
+            if full and self.plan.columns.size:
+                X = x[None].copy()
+                gibbs.sweep(self.plan, X, rng)
+                result.state[chain] = X[0]
+                x = X[0]
+            out[j] = x
+        return out
+
+
+def meanfield_sweep(plan: gibbs.GibbsPlan, X: np.ndarray, rng, fitter) -> np.ndarray:
+    """The paper's MF-SSVI local step: q(z) = Bernoulli(p) per binary coordinate, each p set to
+    expit of the conditional log-odds evaluated at the other coordinates' means (one pass of
+    coordinate ascent on the local ELBO), then z drawn from q. Without partners only: a slab
+    would need its own Gaussian q."""
+    means = fitter.mf_means
+    S = X.shape[0]
+    probs = []
+    for i, u in enumerate(plan.local + plan.globals_):
+        if u.binary is None or u.cont is not None:
+            raise ModelError("--local meanfield: only binary latents without a slab partner")
+        E = np.repeat(means[:, None, :], 2, axis=1)
+        E[:, 0, u.binary], E[:, 1, u.binary] = 0.0, 1.0
+        en = gibbs._energies(plan, E.reshape(2 * S, -1), i < len(plan.local)).reshape(S, 2, -1)
+        with np.errstate(invalid="ignore"):
+            p = expit(en[:, 1] - en[:, 0])
+        means[:, u.binary] = p
+        X[:, u.binary] = (rng.uniform(size=p.shape) < p).astype(float)
+        probs.append(p)
+    return np.concatenate(probs, axis=1)
+
+
+def fit_local_global(
+    model,
+    init: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    local: str = "gibbs",
+    batch: int | None = None,
+    burnin: int = 3,
+    samples: int = 3,
+    kappa: float = 0.75,
+    tau: float = 1.0,
+    chains: int = 8,
+    max_iter: int = 10000,
+    min_iter: int = 200,
+    tol_rel_obj: float = 0.01,
+    progress=None,
+) -> SVIResult:
+    """Gibbs-SSVI (`local="gibbs"`) or MF-SSVI (`"meanfield"`): module docstring."""
+    if local not in ("gibbs", "meanfield"):
+        raise ModelError(f"--local {local!r}: choose gibbs or meanfield")
+    start = time.perf_counter()
+    rows = rows_of(model, batch, rng)
+    fitter = LocalGlobal(model, rows, chains, rng, local)
+    S = fitter.chains
+    dtype = np.float32 if model.dim > 5_000_000 else float
+    state = np.repeat(np.asarray(init, dtype=float)[None], S, axis=0).astype(dtype)
+    for lat in model.latents:
+        if lat.binary:
+            cols = slice(lat.offset, lat.offset + lat.size)
+            state[:, cols] = rng.uniform(size=(S, lat.size)) < 0.5
+    fitter.setup(state)
+    q_cols = fitter.q_full()
+    mean = np.asarray(init, dtype=float)[q_cols]
+    precision = np.ones(len(q_cols))
+    trace, window, history, probs_hist = [], [], [], []
+    converged = False
+    t = 0
+    for t in range(1, max_iter + 1):
+        rows.set_rows(rows.draw_rows())
+        cols = rows.columns
+        X = state[:, cols].astype(float)
+        sd = 1 / np.sqrt(precision)
+        v = mean + rng.standard_normal((S, len(mean))) * sd
+        X[:, fitter.q_batch] = v
+        if local == "meanfield":
+            fitter.mf_means = X.copy()
+        g_sum, lp, p_sum, count = np.zeros(len(mean)), 0.0, 0.0, 0
+        for p in fitter.local_step(X, burnin, samples, rng):
+            g_sum += fitter.gradient(X, v).sum(axis=0)
+            p_sum = p_sum + p.mean(axis=0)
+            count += 1
+        with np.errstate(all="ignore"):
+            lp = float(np.mean(scaled_log_joint(rows.batch_model, X, fitter.scales)))
+        r = rng.choice([-1.0, 1.0], size=len(mean))
+        delta = 1e-2 * sd
+        g2 = fitter.gradient(X, v + delta * r).sum(axis=0)
+        g1 = fitter.gradient(X, v).sum(axis=0)
+        curvature = -((g2 - g1) * r / delta) / S
+        state[:, cols] = X
+        rho = step_size(t, tau, kappa)
+        precision = (1 - rho) * precision + rho * np.maximum(curvature, 1e-3)
+        step = rho * (g_sum / (count * S)) / precision
+        limit = 3.0 / np.sqrt(precision)
+        mean = mean + np.clip(step, -limit, limit)
+        if not np.all(np.isfinite(mean)):
+            raise ModelError("Gibbs-SSVI: the global q's mean is no longer finite")
+        probs_hist.append(np.asarray(p_sum) / max(count, 1))
+        window.append(lp)
+        if progress is not None:
+            progress(t, None)
+        if t % WINDOW == 0:
+            history.append(float(np.mean(window)))
+            trace.append((t, history[-1]))
+            window = []
+            if t >= min_iter and len(history) >= 3:
+                changes = [abs(history[-i] - history[-i - 1]) / max(abs(history[-i]), 1e-12)
+                           for i in (1, 2)]  # fmt: skip
+                if max(changes) < tol_rel_obj:
+                    converged = True
+                    break
+    inclusion = _inclusion(fitter, np.array(probs_hist))
+    result = SVIResult(
+        model, q_cols, mean, precision, state, inclusion, trace, t, converged,
+        time.perf_counter() - start, local, batch, burnin, samples, kappa, tau,
+        evaluations=fitter.plan.evaluations, grad_evals=t * (samples + 2) * S, fitter=fitter,
+    )  # fmt: skip
+    result.elbo = _elbo(result, rows, history[-1] if history else float(np.mean(window)), rng)
+    return result
+
+
+def _elbo(result: SVIResult, rows, windowed: float, rng: np.random.Generator) -> float:
+    """On all rows: the mean of log p - log q over 100 draws (log q the stand-in of
+    SVIResult.log_q). Under --batch: the last window's mean (N / B-scaled) log joint at the Gibbs
+    states plus q's Gaussian entropy, a cheap figure that leaves out the local part's entropy."""
+    if isinstance(rows, AllRows):
+        zeta = result.sample(rng, 100)
+        with np.errstate(all="ignore"):
+            values = result.model.log_joint(zeta, binary=True) - result.log_q(zeta)
+        if np.all(np.isfinite(values)):
+            return float(np.mean(values))
+    entropy = np.sum(0.5 * np.log(2 * np.pi * np.e / result.precision))
+    return float(windowed + entropy)
+
+
+def _inclusion(fitter: LocalGlobal, probs: np.ndarray) -> dict[str, np.ndarray]:
+    """Per global binary latent: the conditional P(z = 1) averaged over the last half of the
+    iterations (the first half is the chain's and q's burn-in)."""
+    if not len(probs) or not probs.shape[1]:
+        return {}
+    kept = probs[len(probs) // 2 :].mean(axis=0)
+    out: dict[str, list] = {}
+    k = 0
+    for u in fitter.plan.local:
+        k += u.size if u.binary is not None else 0
+    for u in fitter.plan.globals_:
+        if u.binary is not None:
+            out.setdefault(u.name, []).append(float(kept[k]))
+            k += 1
+    return {name: np.array(v) for name, v in out.items()}

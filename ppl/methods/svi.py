@@ -1,0 +1,58 @@
+"""`--method svi`: stochastic VI with a local step (Hoffman et al. 2013), Gibbs-SSVI by default
+(Shah, Knowles & Ghahramani 2015): binary latents, the slabs they switch and the per-row latents
+drawn by exact Gibbs sweeps given the globals, the global q (mean-field Gaussian) stepped by the
+natural gradient with rho_t = (t + tau)^-kappa (ppl.inference.local_global, ppl.inference.gibbs)."""
+
+from __future__ import annotations
+
+from ppl.errors import ModelError
+from ppl.families.choice import FamilyPolicy
+from ppl.methods.base import CompositeMethod, FitOptions, Fitted
+
+
+class SVI(CompositeMethod):
+    name = fitted_as = "svi"
+    families = FamilyPolicy(gradient="natural gradient; binary latents and their slabs by Gibbs")
+    takes_binary = True
+    takes_batch = True
+
+    def check_options(self, model, options: FitOptions) -> None:
+        o = options
+        if o.local not in ("gibbs", "meanfield"):
+            raise ModelError(f"--local {o.local}: choose gibbs or meanfield")
+        if o.burnin < 0 or o.samples < 1:
+            raise ModelError("--burnin must be >= 0 and --samples >= 1")
+        if not 0.5 < o.kappa <= 1.0 or o.tau < 0:
+            raise ModelError("--kappa must be in (0.5, 1] and --tau >= 0 (Robbins-Monro)")
+
+    def fit(self, model, chosen, init, rng, options: FitOptions) -> Fitted:
+        from ppl.inference.local_global import fit_local_global
+
+        o = options
+        vi = fit_local_global(
+            model, init, rng, local=o.local, batch=o.batch, burnin=o.burnin, samples=o.samples,
+            kappa=o.kappa, tau=o.tau, max_iter=o.iterations, tol_rel_obj=o.tol_rel_obj,
+            progress=o.progress,
+        )  # fmt: skip
+        return Fitted(vi, self, chosen)
+
+    def method_text(self, result, rows: str) -> str:
+        vi = result.vi
+        local = "Gibbs sweeps" if vi.local == "gibbs" else "mean-field Bernoulli q"
+        batch = f", batches of {vi.batch} rows" if vi.batch else ""
+        return (f"SVI with a local step ({local}: {vi.burnin} burn-in + {vi.samples} samples"
+                f"{batch}), natural-gradient global steps rho_t = (t + {vi.tau:g})^-"
+                f"{vi.kappa:g}")  # fmt: skip
+
+    def ended_by(self, result, met: bool, iterations: int) -> str:
+        return ("the stopping rule (relative change of the windowed log joint < --tol-rel-obj)"
+                if met else f"the iteration cap (--iter {iterations})")  # fmt: skip
+
+    def variational_parameters(self, result) -> dict:
+        return result.vi.describe()
+
+    def exact_summaries(self, result, weighted: bool = False):
+        return None
+
+
+SVI_METHOD = SVI()
