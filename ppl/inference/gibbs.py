@@ -225,8 +225,7 @@ def _update(plan: GibbsPlan, X: np.ndarray, u: Unit, rng: np.random.Generator, p
         _check_gaussian(c, u)
         X[:, u.cont] = base + g / c + rng.standard_normal(c.shape) / np.sqrt(c)
         return None
-    g0, c0, l0 = _parabola(E[:, 0], E[:, 1], E[:, 2])
-    g1, c1, l1 = _parabola(E[:, 3], E[:, 4], E[:, 5])
+    (g0, c0, l0), (g1, c1, l1) = _pair_parabolas(E)
     _check_gaussian(np.minimum(c0, c1), u)
     with np.errstate(invalid="ignore"):
         p = expit(l1 - l0)
@@ -235,6 +234,25 @@ def _update(plan: GibbsPlan, X: np.ndarray, u: Unit, rng: np.random.Generator, p
     X[:, u.binary] = z.astype(float)
     X[:, u.cont] = base + g / c + rng.standard_normal(c.shape) / np.sqrt(c)
     return p
+
+
+def _pair_parabolas(E: np.ndarray):
+    """(g, c, log integral) at z = 0 and at z = 1 from the six points of _PAIR."""
+    return _parabola(E[:, 0], E[:, 1], E[:, 2]), _parabola(E[:, 3], E[:, 4], E[:, 5])
+
+
+def pair_conditionals(plan: GibbsPlan, X: np.ndarray, u: Unit):
+    """For a local pair unit at X: the log-odds of z with w integrated out, and the slope g,
+    curvature c and current value of w for z = 1 (each (S, B)); the exact six-point answer."""
+    S = X.shape[0]
+    P = np.repeat(X[:, None, :], len(_PAIR), axis=1)
+    base = X[:, u.cont]
+    for j, (z, d) in enumerate(_PAIR):
+        P[:, j, u.binary] = z
+        P[:, j, u.cont] = base + d
+    E = _energies(plan, P.reshape(S * len(_PAIR), -1), True).reshape(S, len(_PAIR), -1)
+    (_, _, l0), (g1, c1, l1) = _pair_parabolas(E)
+    return l1 - l0, g1, c1, base
 
 
 def _check_gaussian(c: np.ndarray, u: Unit) -> None:
@@ -282,3 +300,38 @@ def check_quadratic(plan: GibbsPlan, X: np.ndarray) -> list[str]:
                 bad.append(u.name)
                 break
     return bad
+
+
+def coupled(model, rng: np.random.Generator, per_latent: int = 32) -> bool:
+    """Whether two binary coordinates share a term of the log joint (so their posterior is
+    dependent and a factorised q(z) cannot show it): a probe (ppl.inference.blankets) of the
+    first `per_latent` coordinates of each binary latent and `per_latent` spread over it (a
+    column-major array's neighbours in a row are far apart), at a random point and at it with
+    the binaries flipped."""
+    from ppl.inference.blankets import TermLayoutError, find_blankets
+    from ppl.ir.graph import build_graph
+    from ppl.runtime.signals import NeedsPerSample
+
+    columns = []
+    for lat in model.latents:
+        if lat.binary and lat.size:
+            picks = np.arange(min(per_latent, lat.size))
+            spread = np.linspace(0, lat.size - 1, min(per_latent, lat.size)).astype(int)
+            columns.append(lat.offset + np.union1d(picks, spread))
+    if not columns:
+        return False
+    columns = np.concatenate(columns)
+    if len(columns) < 2:
+        return False
+    point = model.random_init(rng)
+    point[columns] = rng.integers(0, 2, len(columns))
+    binary = np.zeros(model.dim, dtype=bool)
+    for lat in model.latents:
+        binary[lat.offset : lat.offset + lat.size] = lat.binary
+    points = [point, np.where(binary, 1.0 - point, point)]
+    try:
+        blankets = find_blankets(model, build_graph(model.checked, model), points, rng, columns)
+    except (TermLayoutError, NeedsPerSample):  # no elementwise terms to tell: the mixed fit
+        return False
+    shared = np.asarray(blankets.matrix[:, columns].sum(axis=1)).ravel()
+    return bool(np.any(shared >= 2))

@@ -20,6 +20,7 @@ from ppl.methods.escalation import FULL_RANK_MAX_DIM, full_rank_if_better, riche
 from ppl.methods.mixed import MIXED
 from ppl.methods.mixture import mixture_if_better
 from ppl.methods.reparam import noncentred_if_better
+from ppl.methods.svi import SVI_METHOD, gibbs_road
 
 #: ppl.inference.auto.GRADIENT_BUDGET, without importing the road at startup.
 GRADIENT_BUDGET = 50_000
@@ -72,6 +73,8 @@ class Auto(CompositeMethod):
 
     def fit(self, model, chosen, init, rng, options: FitOptions) -> Fitted:
         if any(lat.binary for lat in model.latents):
+            if options.optimizer is None and gibbs_road(model, rng):
+                return SVI_METHOD.fit(model, chosen, init, rng, options)
             return MIXED.fit(model, chosen, init, rng, options)
         if not deterministic(options, False):
             return ADVI_MEANFIELD.fit(model, chosen, init, rng, options)

@@ -30,15 +30,15 @@ class SVI(CompositeMethod):
 
         o = options
         vi = fit_local_global(
-            model, init, rng, local=o.local, batch=o.batch, burnin=o.burnin, samples=o.samples,
-            kappa=o.kappa, tau=o.tau, max_iter=o.iterations, tol_rel_obj=o.tol_rel_obj,
-            progress=o.progress,
+            model, init, rng, gibbs_step=o.local == "gibbs", batch=o.batch, burnin=o.burnin,
+            samples=o.samples, kappa=o.kappa, tau=o.tau, max_iter=o.iterations,
+            tol_rel_obj=o.tol_rel_obj, progress=o.progress,
         )  # fmt: skip
         return Fitted(vi, self, chosen)
 
     def method_text(self, result, rows: str) -> str:
         vi = result.vi
-        local = "Gibbs sweeps" if vi.local == "gibbs" else "mean-field Bernoulli q"
+        local = "Gibbs sweeps" if vi.gibbs else "mean-field Bernoulli q"
         batch = f", batches of {vi.batch} rows" if vi.batch else ""
         return (f"SVI with a local step ({local}: {vi.burnin} burn-in + {vi.samples} samples"
                 f"{batch}), natural-gradient global steps rho_t = (t + {vi.tau:g})^-"
@@ -56,3 +56,13 @@ class SVI(CompositeMethod):
 
 
 SVI_METHOD = SVI()
+
+
+def gibbs_road(model, rng) -> bool:
+    """Whether `auto` fits this model with binary latents by Gibbs-SSVI: when two binary
+    coordinates share a term (ppl.inference.gibbs.coupled), so that their posterior is dependent
+    and the mixed fit's factorised q(z) would commit to one configuration, and the Gibbs road can
+    draw every latent it needs to (a local continuous latent must be conditionally Gaussian)."""
+    from ppl.inference.gibbs import coupled
+
+    return coupled(model, rng)
