@@ -27,7 +27,15 @@ NAMES = {"gibbs-ssvi": "Gibbs-SSVI (numpy reference)", "mf-svi": "MF-SVI (numpy 
          "ppl-meanfield": "ppl `--method svi --local meanfield`",
          "inpaint_biharmonic": "scikit-image `inpaint_biharmonic`",
          "local 5x5 mean": "local 5 x 5 mean of observed pixels"}  # fmt: skip
-IMAGE_RUNS = ["camera256_inpaint", "camera256_denoise", "brick256_inpaint", "camera64_ppl"]
+IMAGE_RUNS = [
+    "camera512_inpaint",
+    "camera256_inpaint",
+    "camera256_denoise",
+    "brick256_inpaint",
+    "camera64_ppl",
+    "camera128_ppl",
+]
+SYNTHETIC_RUNS = ["synthetic_n10000", "synthetic_small_ppl"]
 
 
 def load(name: str) -> dict | None:
@@ -93,9 +101,10 @@ def tables() -> dict[str, str]:
         run = load(f"bpfa_{name}")
         if run is not None:
             out[name] = image_table(run)
-    run = load("bpfa_synthetic_n10000")
-    if run is not None:
-        out["synthetic"] = synthetic_table(run)
+    for name in SYNTHETIC_RUNS:
+        run = load(f"bpfa_{name}")
+        if run is not None:
+            out[name] = synthetic_table(run)
     run = load("spike_slab_inclusion")
     if run is not None:
         out["spike_slab"] = spike_slab_table(run)
