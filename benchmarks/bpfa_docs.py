@@ -82,7 +82,12 @@ def synthetic_table(run: dict) -> str:
 
 def spike_slab_table(run: dict) -> str:
     names = list(run["exact"])
-    labels = [f"{r['method']} (seed {r['seed']})" for r in run["runs"]]
+    labels = [
+        f"{r['method']}"
+        + (f" (road: {r['road']})" if r["road"] != r["method"] else "")
+        + f", seed {r['seed']}"
+        for r in run["runs"]
+    ]
     rows = ["| predictor | exact | " + " | ".join(labels) + " |",
             "|---|---:|" + "---:|" * len(labels)]  # fmt: skip
     for k, name in enumerate(names):

@@ -54,7 +54,7 @@ def run_method(method: str, Y, M, args, rng) -> dict:
 
     if method == "gibbs":
         ref["gibbs_sampler"](Y, M, args.K, iterations=args.gibbs_iterations, rng=rng,
-                             burnin=args.gibbs_iterations // 2, a=args.ab, b=args.ab,
+                             burnin=args.gibbs_burnin, a=args.ab, b=args.ab,
                              monitor=monitor, every=args.gibbs_every,
                              time_budget=args.time_budget)  # fmt: skip
     elif method.startswith("ppl-"):
@@ -110,6 +110,7 @@ def main(argv=None) -> int:
     ap.add_argument("--every", type=int, default=200)
     ap.add_argument("--gibbs-iterations", type=int, default=200)
     ap.add_argument("--gibbs-every", type=int, default=10)
+    ap.add_argument("--gibbs-burnin", type=int, default=10, help="sweeps before averaging")
     ap.add_argument("--ppl-iterations", type=int, nargs="+", default=[100, 300, 1000, 3000])
     ap.add_argument("--seeds", type=int, nargs="+", default=[1])
     ap.add_argument("--json")
