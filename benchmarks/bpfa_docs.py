@@ -160,6 +160,7 @@ def plot(name: str, run: dict) -> Path:
     ax.set_title(f"BPFA {a['task']}: {a['image']} {a['size']} x {a['size']}, K = {a['K']}")
     ax.set_xlabel("training time (s; predictions not counted)")
     ax.set_ylabel("PSNR (dB)")
+    ax.set_xlim(left=0)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     path = PLOTS / f"{name}_psnr.png"
