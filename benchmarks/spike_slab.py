@@ -1,100 +1,113 @@
 """Spike-and-slab regression on Boston housing: fitted inclusion probabilities vs exact enumeration.
 
 models/spike_slab/spike_slab.model has 13 binary inclusion indicators, so its posterior can be
-computed exactly: for each of the 2^13 subsets the slab weights and the intercept integrate out in
-closed form (Gaussian), the noise sd on a fine grid, the inclusion probability pi analytically
-(Beta(1, 1) prior: p(z) = k! (K - k)! / (K + 1)!). The table gives, per predictor, the exact
-posterior inclusion probability and the fitted q(z = 1) of each run, and each run's ELBO beside
-the exact log evidence (their difference is KL(q || p), the price of the mean-field family).
+computed exactly (2^13 = 8,192 subsets; models/spike_slab/exact_inclusion.py, which writes
+exact_inclusion.json: slab weights and intercept integrated out in closed form, pi analytically,
+sigma by converged Gauss-Legendre quadrature). This prints, per predictor, the exact inclusion
+probability, each fit's, and |p_fit - p_exact|; then each fit's ELBO beside the exact log
+evidence and its time. A fit's inclusion probability is q(z = 1) when its q has one (mean-field
+Bernoulli), else the mean of its draws of z.
 
-    python benchmarks/spike_slab.py [--methods auto bbvi] [--seeds 1 2 3]
+    python benchmarks/spike_slab.py [--methods auto bbvi svi] [--seeds 1] [--json FILE]
+    python benchmarks/spike_slab.py --methods svi --option local=gibbs   # options by Python name
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
+import json
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
-from scipy.special import gammaln, logsumexp
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ppl.data.build import build  # noqa: E402
-from ppl.pipeline import fit  # noqa: E402
+import ppl  # noqa: E402
+from ppl.methods import METHODS  # noqa: E402
 
 MODEL = ROOT / "models" / "spike_slab" / "spike_slab.model"
 DATA = ROOT / "models" / "spike_slab" / "boston13.csv"
-NAMES = ["crim", "zn", "indus", "chas", "nox", "rm", "age", "dis", "rad", "tax", "ptratio",
-         "black", "lstat"]  # fmt: skip
+EXACT = ROOT / "models" / "spike_slab" / "exact_inclusion.json"
 
 
-def exact_posterior(X: np.ndarray, y: np.ndarray, sigmas: np.ndarray):
-    """(inclusion probabilities, log evidence) by enumerating every subset of the K columns."""
-    N, K = X.shape
-    A = np.column_stack([np.ones(N), X])  # intercept, always in; prior N(0, 1) on every weight
-    G, b, yy = A.T @ A, A.T @ y, float(y @ y)
-    s2 = sigmas**2
-    # half-normal(0, 1) prior on sigma, trapezoid weights on the grid
-    log_prior_sigma = np.log(2) - 0.5 * np.log(2 * np.pi) - 0.5 * s2
-    widths = np.gradient(sigmas)
-    log_w = log_prior_sigma + np.log(widths)
-    log_joint, subsets = [], []
-    for z in itertools.product([0, 1], repeat=K):
-        cols = np.concatenate([[0], 1 + np.flatnonzero(z)])
-        lam, V = np.linalg.eigh(G[np.ix_(cols, cols)])
-        c = (V.T @ b[cols]) ** 2
-        # log N(y; 0, s2 I + A A') through the eigenbasis of A'A (Woodbury)
-        logdet = N * np.log(s2) + np.sum(np.log1p(lam[:, None] / s2), axis=0)
-        quad = yy / s2 - np.sum(c[:, None] / (s2 * (s2 + lam[:, None])), axis=0)
-        log_lik = -0.5 * (N * np.log(2 * np.pi) + logdet + quad)
-        k = int(sum(z))
-        log_pz = gammaln(k + 1) + gammaln(K - k + 1) - gammaln(K + 2)
-        log_joint.append(log_pz + logsumexp(log_lik + log_w))
-        subsets.append(z)
-    log_joint, subsets = np.array(log_joint), np.array(subsets)
-    log_evidence = float(logsumexp(log_joint))
-    weights = np.exp(log_joint - log_evidence)
-    return weights @ subsets, log_evidence
+def parse_options(pairs: list[str]) -> dict:
+    """key=value pairs as keyword options (numbers converted)."""
+    out = {}
+    for pair in pairs:
+        key, _, value = pair.partition("=")
+        for kind in (int, float):
+            try:
+                out[key] = kind(value)
+                break
+            except ValueError:
+                continue
+        else:
+            out[key] = value
+    return out
+
+
+def inclusion(fit: ppl.api.Fit, K: int) -> np.ndarray:
+    """q(z = 1) when the fitted q is a Bernoulli over z, else the draws' mean of z."""
+    vi = fit.result.vi
+    try:
+        return np.asarray(vi.family.describe(vi.theta)["z"]["p"], dtype=float).reshape(K)
+    except (AttributeError, KeyError, TypeError):
+        return np.asarray(fit.draws("z"), dtype=float).reshape(-1, K).mean(axis=0)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--methods", nargs="+", default=["auto", "bbvi"])
-    ap.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
+    ap.add_argument("--methods", nargs="+", default=["auto", "bbvi", "svi"])
+    ap.add_argument("--seeds", nargs="+", type=int, default=[1])
+    ap.add_argument("--draws", type=int, default=2000, help="draws (z's mean when q has no p)")
+    ap.add_argument("--option", nargs="*", default=[], help="key=value fit options")
+    ap.add_argument("--json", help="also write the results to this file")
     args = ap.parse_args()
 
-    model = build(str(MODEL), [str(DATA)])
-    X, y = np.asarray(model.data["Xs"]), np.asarray(model.data["ys"])
-    start = time.perf_counter()
-    exact, log_evidence = exact_posterior(X, y, np.linspace(0.3, 0.8, 501))
-    print(
-        f"exact posterior by enumeration of 2^{X.shape[1]} subsets: log evidence "
-        f"{log_evidence:.3f} ({time.perf_counter() - start:.1f} s)"
-    )
+    exact_file = json.loads(EXACT.read_text())
+    names = exact_file["predictors"]
+    exact = np.array([exact_file["inclusion"][n] for n in names])
+    log_evidence = exact_file["log_evidence"]
+    print(f"exact posterior ({exact_file['subsets']} subsets, {EXACT.name}): log evidence "
+          f"{log_evidence:.3f}")  # fmt: skip
+    model = ppl.Model.from_file(str(MODEL))
+    options = parse_options(args.option)
     runs = []
     for method in args.methods:
+        if method not in METHODS:
+            print(f"  {method}: not a method of this ppl ({', '.join(METHODS)}); skipped")
+            continue
         for seed in args.seeds:
-            result = fit(build(str(MODEL), [str(DATA)]), method, seed=seed, draws=10)
-            p = np.array(result.vi.family.describe(result.vi.theta)["z"]["p"])
-            runs.append((f"{method} s{seed}", p, result.vi.elbo, result.seconds))
-            print(f"  {method} seed {seed}: ELBO {result.vi.elbo:.3f}, {result.seconds:.1f} s")
+            start = time.perf_counter()
+            fit = model.fit(str(DATA), method=method, seed=seed, draws=args.draws, quiet=True,
+                            **(options if method == "svi" else {}))  # fmt: skip
+            seconds = time.perf_counter() - start
+            p = inclusion(fit, len(names))
+            elbo = float(fit.result.vi.elbo) if fit.result.vi.elbo is not None else float("nan")
+            runs.append({"label": f"{method} s{seed}", "method": method, "seed": seed,
+                         "p": p.tolist(), "elbo": elbo, "seconds": seconds,
+                         "road": fit.result.method})  # fmt: skip
+            print(f"  {method} seed {seed} ({fit.result.method}): ELBO {elbo:.3f}, {seconds:.1f} s")
     print()
-    head = f"{'predictor':<10}{'exact':>8}" + "".join(f"{label:>11}" for label, *_ in runs)
-    print(head)
+    head = f"{'predictor':<10}{'exact':>8}" + "".join(f"{r['label']:>16}" for r in runs)
+    print(head + "\n" + "-" * len(head))
+    for k, name in enumerate(names):
+        cells = "".join(f"{r['p'][k]:>8.3f} ({abs(r['p'][k] - exact[k]):.3f})" for r in runs)
+        print(f"{name:<10}{exact[k]:>8.3f}{cells}")
     print("-" * len(head))
-    for k, name in enumerate(NAMES):
-        print(f"{name:<10}{exact[k]:>8.3f}" + "".join(f"{p[k]:>11.3f}" for _, p, *_ in runs))
-    print("-" * len(head))
-    errors = [np.max(np.abs(p - exact)) for _, p, *_ in runs]
-    print(f"{'max |err|':<18}" + "".join(f"{e:>11.3f}" for e in errors))
-    print(f"{'ELBO':<18}" + "".join(f"{e:>11.2f}" for *_, e, _ in runs))
-    print(f"{'log p(y) - ELBO':<18}" + "".join(f"{log_evidence - e:>11.2f}" for *_, e, _ in runs))
-    print(f"{'seconds':<18}" + "".join(f"{s:>11.1f}" for *_, s in runs))
+    for r in runs:
+        r["abs_error"] = np.abs(np.array(r["p"]) - exact).tolist()
+    print(f"{'max |err|':<18}" + "".join(f"{max(r['abs_error']):>16.3f}" for r in runs))
+    print(f"{'ELBO':<18}" + "".join(f"{r['elbo']:>16.2f}" for r in runs))
+    print(f"{'log p(y) - ELBO':<18}" + "".join(f"{log_evidence - r['elbo']:>16.2f}" for r in runs))
+    print(f"{'seconds':<18}" + "".join(f"{r['seconds']:>16.1f}" for r in runs))
+    if args.json:
+        Path(args.json).write_text(json.dumps(
+            {"exact": dict(zip(names, exact.tolist(), strict=True)), "log_evidence": log_evidence,
+             "options": options, "runs": runs}, indent=2) + "\n")  # fmt: skip
     return 0
 
 

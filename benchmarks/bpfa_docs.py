@@ -1,0 +1,192 @@
+"""docs/bpfa.md's tables and plots, made from the stored runs (benchmarks/results/bpfa_*.json,
+spike_slab_inclusion.json): no number in those tables is typed by hand.
+
+A table sits between `<!-- table NAME: made by benchmarks/bpfa_docs.py -->` and
+`<!-- end table NAME -->`; tests/models/test_bpfa_docs.py checks that the page matches the runs.
+The PSNR-against-time plots (docs/bpfa/*_psnr.png) need matplotlib.
+
+    python benchmarks/bpfa_docs.py           # rewrite the tables and the plots
+    python benchmarks/bpfa_docs.py --check   # exit 1 if a table is stale
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+DOC = ROOT / "docs" / "bpfa.md"
+PLOTS = ROOT / "docs" / "bpfa"
+NAMES = {"gibbs-ssvi": "Gibbs-SSVI (numpy reference)", "mf-svi": "MF-SVI (numpy reference)",
+         "mf-ssvi": "MF-SSVI (numpy reference)", "gibbs": "Gibbs sampler (numpy reference)",
+         "ppl-gibbs": "ppl `--method svi --local gibbs`",
+         "ppl-meanfield": "ppl `--method svi --local meanfield`",
+         "inpaint_biharmonic": "scikit-image `inpaint_biharmonic`",
+         "local 5x5 mean": "local 5 x 5 mean of observed pixels"}  # fmt: skip
+IMAGE_RUNS = [
+    "camera512_inpaint",
+    "camera256_inpaint",
+    "camera256_denoise",
+    "brick256_inpaint",
+    "camera64_ppl",
+    "camera128_ppl",
+]
+SYNTHETIC_RUNS = ["synthetic_n10000", "synthetic_small_ppl"]
+
+
+def load(name: str) -> dict | None:
+    path = RESULTS / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def image_table(run: dict) -> str:
+    a = run["args"]
+    head = (f"{a['image']} {a['size']} x {a['size']}, task {a['task']}: N = {run['N']:,} "
+            f"patches, {run['observed']:.1%} of pixels observed, K = {a['K']}, B = {a['batch']}, "
+            f"training budget {a['time_budget']:g} s per method, seed {a['seed']}")  # fmt: skip
+    rows = ["| method | PSNR (dB) | PSNR hidden pixels | iterations | training s | s / iteration |",
+            "|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for name, r in run["results"].items():
+        f = r["final"]
+        if r["curve"]:
+            last = r["curve"][-1]
+            extra = (f"{last['iteration']} | {last['seconds']:.0f} | "
+                     f"{r['seconds_per_iteration']:.3f}")  # fmt: skip
+        else:
+            extra = " | | "
+        rows.append(f"| {NAMES.get(name, name)} | {f['psnr']:.2f} | {f['psnr_hidden']:.2f} | "
+                    f"{extra} |")  # fmt: skip
+    return head + "\n\n" + "\n".join(rows) + "\n"
+
+
+def synthetic_table(run: dict) -> str:
+    a = run["args"]
+    head = (f"N = {a['N']:,}, D = {a['D']}, {a['K_true']} true atoms, K = {a['K']} fitted, "
+            f"a = b = {a['ab']:g}, B = {a['batch']}, budget {a['time_budget']:g} s per method, "
+            f"seeds {', '.join(map(str, a['seeds']))}")  # fmt: skip
+    rows = ["| method | held-out MSE | s / iteration | iterations | training s |",
+            "|---|---:|---:|---:|---:|"]  # fmt: skip
+    for name, s in run["summary"].items():
+        mine = [r for r in run["runs"] if r["method"] == name]
+        its = sum(r["iterations"] for r in mine) / len(mine)
+        secs = sum(r["seconds"] for r in mine) / len(mine)
+        sd = f" +- {s['mse_sd']:.4f}" if s["runs"] > 1 else ""
+        rows.append(f"| {NAMES.get(name, name)} | {s['mse_mean']:.4f}{sd} | "
+                    f"{s['seconds_per_iteration']:.3f} | {its:.0f} | {secs:.0f} |")  # fmt: skip
+    return head + "\n\n" + "\n".join(rows) + "\n"
+
+
+def spike_slab_table(run: dict) -> str:
+    names = list(run["exact"])
+    labels = [
+        f"{r['method']}"
+        + (f" (road: {r['road']})" if r["road"] != r["method"] else "")
+        + f", seed {r['seed']}"
+        for r in run["runs"]
+    ]
+    rows = ["| predictor | exact | " + " | ".join(labels) + " |",
+            "|---|---:|" + "---:|" * len(labels)]  # fmt: skip
+    for k, name in enumerate(names):
+        cells = " | ".join(f"{r['p'][k]:.3f} ({r['abs_error'][k]:.3f})" for r in run["runs"])
+        rows.append(f"| {name} | {run['exact'][name]:.3f} | {cells} |")
+    rows.append("| max abs error | | " + " | ".join(
+        f"**{max(r['abs_error']):.3f}**" for r in run["runs"]) + " |")  # fmt: skip
+    rows.append("| seconds | | " + " | ".join(f"{r['seconds']:.0f}" for r in run["runs"]) + " |")
+    return "\n".join(rows) + "\n"
+
+
+def tables() -> dict[str, str]:
+    """Every table the stored runs give, by NAME."""
+    out = {}
+    for name in IMAGE_RUNS:
+        run = load(f"bpfa_{name}")
+        if run is not None:
+            out[name] = image_table(run)
+    for name in SYNTHETIC_RUNS:
+        run = load(f"bpfa_{name}")
+        if run is not None:
+            out[name] = synthetic_table(run)
+    run = load("spike_slab_inclusion")
+    if run is not None:
+        out["spike_slab"] = spike_slab_table(run)
+    return out
+
+
+def pattern(name: str) -> re.Pattern:
+    return re.compile(
+        rf"(<!-- table {re.escape(name)}: made by benchmarks/bpfa_docs.py -->\n)(.*?)"
+        rf"(<!-- end table {re.escape(name)} -->)",
+        re.S,
+    )
+
+
+def render(text: str) -> str:
+    for name, table in tables().items():
+        text = pattern(name).sub(lambda m, t=table: m.group(1) + t + m.group(3), text)
+    return text
+
+
+def stale(doc: Path = DOC) -> list[str]:
+    """The tables of `doc` that differ from the stored runs (or are missing from it)."""
+    text = doc.read_text()
+    out = []
+    for name, table in tables().items():
+        m = pattern(name).search(text)
+        if m is None or m.group(2) != table:
+            out.append(name)
+    return out
+
+
+def plot(name: str, run: dict) -> Path:
+    """PSNR against training time, one line per method, baselines as horizontal lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
+    for method, r in run["results"].items():
+        if r["curve"]:
+            ax.plot([c["seconds"] for c in r["curve"]], [c["psnr"] for c in r["curve"]],
+                    marker="o", ms=3, label=NAMES.get(method, method))  # fmt: skip
+        else:
+            ax.axhline(r["final"]["psnr"], ls="--", lw=1, color="grey" if "mean" in method
+                       else "black", label=NAMES.get(method, method))  # fmt: skip
+    a = run["args"]
+    ax.set_title(f"BPFA {a['task']}: {a['image']} {a['size']} x {a['size']}, K = {a['K']}")
+    ax.set_xlabel("training time (s; predictions not counted)")
+    ax.set_ylabel("PSNR (dB)")
+    ax.set_xlim(left=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    path = PLOTS / f"{name}_psnr.png"
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true")
+    args = ap.parse_args(argv)
+    if args.check:
+        bad = stale()
+        print("stale: " + ", ".join(bad) if bad else "up to date")
+        return 1 if bad else 0
+    DOC.write_text(render(DOC.read_text()))
+    PLOTS.mkdir(exist_ok=True)
+    for name in IMAGE_RUNS:
+        run = load(f"bpfa_{name}")
+        if run is not None:
+            print(f"wrote {plot(name, run).relative_to(ROOT)}")
+    print(f"wrote {DOC.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
