@@ -1,4 +1,4 @@
-"""Seconds per QuadraticPairs.prepare and per Gibbs-SSVI iteration on BPFA (bpfa_rows.model),
+"""Seconds per QuadraticPairs.prepare and per Gibbs-SSVI iteration on BPFA (bpfa_patches.model),
 B = 250 rows of P = 64 pixels, 20% observed, random data (speed only).
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/gibbs_speed.py --K 32 100 250 --iters 3 --exact
@@ -40,10 +40,10 @@ def bpfa(K: int, N: int = 500, P: int = 64, seed: int = 0, camera: bool = False)
     N = len(Y)
     seen = (rng.uniform(size=(N, P)) < 0.2).astype(float)
     Y = Y * seen
-    data = {"N": N, "P": P, "K": K, "Y": Y.tolist(), "seen": seen.tolist(), "a": 1.0, "b": 1.0}
+    data = {"N": N, "P": P, "K": K, "Y": Y.tolist(), "mask": seen.tolist(), "a": 1.0, "b": 1.0}
     path = Path(tempfile.mkdtemp()) / "bpfa.json"
     path.write_text(json.dumps(data))
-    return build(str(ROOT / "models" / "bpfa" / "bpfa_rows.model"), [str(path)])
+    return build(str(ROOT / "models" / "bpfa" / "bpfa_patches.model"), [str(path)])
 
 
 def run(K: int, iters: int, profile: bool, camera=False, noise=0.0, probe=True) -> dict:

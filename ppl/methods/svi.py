@@ -64,7 +64,7 @@ SVI_METHOD = SVI()
 
 #: Global binary coordinates (each its own model call per sweep) beyond which `auto` keeps the
 #: mixed fit: BPFA written with a flat Z[N K] (models/bpfa/bpfa.model) would need 8,192 calls per
-#: sweep; its per-row form (bpfa_rows.model) does its rows in parallel.
+#: sweep; its per-row form (bpfa_patches.model) does its rows in parallel.
 MAX_GLOBAL_UNITS = 256
 
 

@@ -19,11 +19,11 @@ def _pairs(tmp_path, N=12, P=3, K=40, seen_rate=0.7, seed=0):
     rng = np.random.default_rng(seed)
     Y = rng.normal(size=(N, P))
     seen = (rng.uniform(size=(N, P)) < seen_rate).astype(float)
-    data = {"N": N, "P": P, "K": K, "Y": (Y * seen).tolist(), "seen": seen.tolist(), "a": 1.0,
+    data = {"N": N, "P": P, "K": K, "Y": (Y * seen).tolist(), "mask": seen.tolist(), "a": 1.0,
             "b": 1.0}  # fmt: skip
     path = tmp_path / "bpfa.json"
     path.write_text(json.dumps(data))
-    model = build(str(ROOT / "models" / "bpfa" / "bpfa_rows.model"), [str(path)])
+    model = build(str(ROOT / "models" / "bpfa" / "bpfa_patches.model"), [str(path)])
     fitter = LocalGlobal(model, rows_of(model, 5, rng), 1, rng, True)
     state = model.random_init(rng)[None]
     for lat in model.latents:

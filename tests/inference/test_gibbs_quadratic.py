@@ -20,10 +20,10 @@ def _bpfa(tmp_path, N=12, P=4, K=3, seed=0):
     Y = rng.normal(size=(N, P))
     seen = (rng.uniform(size=(N, P)) < 0.6).astype(float)
     path = tmp_path / "bpfa.json"
-    data = {"N": N, "P": P, "K": K, "Y": (Y * seen).tolist(), "seen": seen.tolist(), "a": 1.0,
+    data = {"N": N, "P": P, "K": K, "Y": (Y * seen).tolist(), "mask": seen.tolist(), "a": 1.0,
             "b": 1.0}  # fmt: skip
     path.write_text(json.dumps(data))
-    return build(str(ROOT / "models" / "bpfa" / "bpfa_rows.model"), [str(path)])
+    return build(str(ROOT / "models" / "bpfa" / "bpfa_patches.model"), [str(path)])
 
 
 def test_incremental_pairs_equal_the_exact_update(tmp_path):
