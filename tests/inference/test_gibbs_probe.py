@@ -3,33 +3,18 @@ coefficients when it applies, and the road falls back to them when its check fai
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
-from ppl.data.build import build
-from ppl.inference.local_global import LocalGlobal, rows_of
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _pairs(tmp_path, N=12, P=3, K=40, seen_rate=0.7, seed=0):
+def _pairs(bpfa, fitter_at_start, N=12, P=3, K=40, seen_rate=0.7, seed=0):
     """The incremental pairs of a batch of 5 rows, prepared (probes on), and the batch state."""
+    model = bpfa(N=N, P=P, K=K, seed=seed, seen_rate=seen_rate)
     rng = np.random.default_rng(seed)
-    Y = rng.normal(size=(N, P))
-    seen = (rng.uniform(size=(N, P)) < seen_rate).astype(float)
-    data = {"N": N, "P": P, "K": K, "Y": (Y * seen).tolist(), "mask": seen.tolist(), "a": 1.0,
-            "b": 1.0}  # fmt: skip
-    path = tmp_path / "bpfa.json"
-    path.write_text(json.dumps(data))
-    model = build(str(ROOT / "models" / "bpfa" / "bpfa_patches.model"), [str(path)])
-    fitter = LocalGlobal(model, rows_of(model, 5, rng), 1, rng, True)
-    state = model.random_init(rng)[None]
-    for lat in model.latents:
-        if lat.binary:
-            state[:, lat.offset : lat.offset + lat.size] = rng.integers(0, 2, lat.size)
-    fitter.setup(state)
+    fitter, state = fitter_at_start(model, rng)
     assert len(fitter.fast) == 1
     pairs = fitter.fast[0]
     X = state[:, fitter.rows.columns].copy()
@@ -46,9 +31,9 @@ def _exact(pairs, x):
     return pairs.G.copy(), pairs.A.copy()
 
 
-def test_low_rank_curvature_and_elementwise_prior_equal_the_exact_ones(tmp_path):
+def test_low_rank_curvature_and_elementwise_prior_equal_the_exact_ones(bpfa, fitter_at_start):
     # P = 3 pixels: each row's G has rank <= 3 while K = 40
-    pairs, X = _pairs(tmp_path)
+    pairs, X = _pairs(bpfa, fitter_at_start)
     assert pairs.factors is not None and 1 <= pairs.rank <= 3
     assert pairs.exact_curvatures == 0 and pairs.exact_priors == 0
     G, A, diag = pairs.G.copy(), pairs.A.copy(), pairs.diag.copy()
@@ -73,9 +58,9 @@ def test_low_rank_curvature_and_elementwise_prior_equal_the_exact_ones(tmp_path)
     assert pairs.agrees(X, list(range(pairs.K)), np.random.default_rng(6))
 
 
-def test_full_rank_curvature_falls_back_to_the_exact_one(tmp_path):
+def test_full_rank_curvature_falls_back_to_the_exact_one(bpfa, fitter_at_start):
     # every pixel seen and P > K: G has full rank, the probe's check fails, the exact G is used
-    pairs, X = _pairs(tmp_path, P=40, K=40, seen_rate=1.1)
+    pairs, X = _pairs(bpfa, fitter_at_start, P=40, K=40, seen_rate=1.1)
     assert pairs.factors is None and pairs.exact_curvatures >= 1
     G, _ = pairs.G.copy(), pairs.A
     G_exact, _ = _exact(pairs, X[0])
@@ -83,8 +68,8 @@ def test_full_rank_curvature_falls_back_to_the_exact_one(tmp_path):
     assert pairs.agrees(X, [0, 20, 39], np.random.default_rng(1))
 
 
-def test_a_wrong_element_map_falls_back_to_the_exact_prior(tmp_path):
-    pairs, X = _pairs(tmp_path, seed=3)
+def test_a_wrong_element_map_falls_back_to_the_exact_prior(bpfa, fitter_at_start):
+    pairs, X = _pairs(bpfa, fitter_at_start, seed=3)
     owned = np.flatnonzero(pairs.owner >= 0)
     pairs.owner[owned] = np.roll(pairs.owner[owned], 1)  # each element to its neighbour's z
     before = pairs.exact_priors

@@ -3,38 +3,18 @@ by the road, and equal to the exact six-point conditionals for every atom."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 from scipy.special import expit
 
-from ppl.data.build import build
-from ppl.inference.local_global import LocalGlobal, rows_of
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _bpfa(tmp_path, N=12, P=4, K=3, seed=0):
-    rng = np.random.default_rng(seed)
-    Y = rng.normal(size=(N, P))
-    seen = (rng.uniform(size=(N, P)) < 0.6).astype(float)
-    path = tmp_path / "bpfa.json"
-    data = {"N": N, "P": P, "K": K, "Y": (Y * seen).tolist(), "mask": seen.tolist(), "a": 1.0,
-            "b": 1.0}  # fmt: skip
-    path.write_text(json.dumps(data))
-    return build(str(ROOT / "models" / "bpfa" / "bpfa_patches.model"), [str(path)])
-
-
-def test_incremental_pairs_equal_the_exact_update(tmp_path):
-    model = _bpfa(tmp_path)
+def test_incremental_pairs_equal_the_exact_update(bpfa, fitter_at_start):
+    model = bpfa()
     rng = np.random.default_rng(1)
-    fitter = LocalGlobal(model, rows_of(model, 5, rng), 1, rng, True)
-    state = model.random_init(rng)[None]
-    for lat in model.latents:
-        if lat.binary:
-            state[:, lat.offset : lat.offset + lat.size] = rng.integers(0, 2, lat.size)
-    fitter.setup(state)
+    fitter, state = fitter_at_start(model, rng)
     assert len(fitter.fast) == 1 and fitter.plan.local == []
     pairs = fitter.fast[0]
     X = state[:, fitter.rows.columns].copy()
@@ -62,17 +42,12 @@ def _local_elbo(pairs, theta, nu, kappa):
             + np.sum(ent, axis=1) - 0.5 * np.sum(np.log(kappa), axis=1))  # fmt: skip
 
 
-def test_meanfield_local_step_ascends_the_local_elbo(tmp_path):
+def test_meanfield_local_step_ascends_the_local_elbo(bpfa, fitter_at_start):
     # the module's passes are coordinate ascent: replayed update by update, the MF local ELBO of
     # every row never falls, and the replay's theta is the module's after every pass
-    model = _bpfa(tmp_path, seed=2)
+    model = bpfa(seed=2)
     rng = np.random.default_rng(3)
-    fitter = LocalGlobal(model, rows_of(model, 5, rng), 1, rng, False)
-    state = model.random_init(rng)[None]
-    for lat in model.latents:
-        if lat.binary:
-            state[:, lat.offset : lat.offset + lat.size] = rng.integers(0, 2, lat.size)
-    fitter.setup(state)
+    fitter, state = fitter_at_start(model, rng, gibbs_step=False)
     pairs = fitter.fast[0]
     X = state[:, fitter.rows.columns].copy()
     pairs.prepare(X[0])
