@@ -44,7 +44,8 @@ class SVI(CompositeMethod):
         batch = f", batches of {vi.batch} rows" if vi.batch else ""
         return (f"SVI with a local step ({local}: {vi.burnin} burn-in + {vi.samples} samples"
                 f"{batch}), natural-gradient global steps rho_t = (t + {vi.tau:g})^-"
-                f"{vi.kappa:g}")  # fmt: skip
+                f"{vi.kappa:g}; its ELBO figure is not a bound (the Gibbs part has no "
+                "density)")  # fmt: skip
 
     def ended_by(self, result, met: bool, iterations: int) -> str:
         if not met:

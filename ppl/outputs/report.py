@@ -26,6 +26,8 @@ def header_lines(result, *, iterations: int | None = None, rows: str = "") -> li
     on = ""
     if result.elbo_rows:
         on = f"; estimated on a fixed sample of {result.elbo_rows[0]} of {result.elbo_rows[1]} rows"
+    if getattr(vi, "implicit_q", False):
+        on += "; not a bound: log p - log q of a stand-in, q's Gibbs part has no density"
     lines.append(f"ELBO: {vi.elbo:.6g} ({'converged' if vi.converged else 'NOT converged'}{on})")
     lines.append(f"ended by: {said['ended_by']}")
     return lines

@@ -95,6 +95,19 @@ def test_meanfield_local_step_is_an_option():
     assert np.allclose(result.draws["z"].mean(axis=0), [0, 0, 0, 0, 1, 1, 1, 1], atol=0.05)
 
 
+def test_the_verdict_does_not_use_khat_on_a_q_with_a_gibbs_part():
+    # the Gibbs part has no density, so p / q (k-hat, reweighted moments) judges nothing: the
+    # verdict is "usable" at best and says why; the console says its ELBO figure is no bound
+    from ppl.diagnostics.verdict import IMPLICIT_TEXT
+    from ppl.outputs.report import diagnostics_lines, header_lines
+
+    result = fit(_model(MIXTURE, MIX_DATA), "svi", seed=1, draws=100, iterations=300)
+    assert result.diagnostics["verdict"] == "usable"
+    assert IMPLICIT_TEXT in result.warnings
+    text = "\n".join(header_lines(result) + diagnostics_lines(result))
+    assert "PSIS k-hat: not used" in text and "not a bound" in text
+
+
 @pytest.mark.slow
 def test_spike_and_slab_inclusion_matches_enumeration():
     # Boston, 13 predictors: every inclusion probability within 0.1 of the 8,192-subset answer,
