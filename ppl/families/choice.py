@@ -108,6 +108,6 @@ def family_of(latent, policy: FamilyPolicy, family: str = GAUSSIAN) -> str:
     spec = FAMILIES.get(family)
     if family == POINT_ESTIMATE or (spec is not None and spec.labelled_alone):
         return label
-    if latent.kind == "identity":
+    if latent.kind == "identity" or latent.binary:  # a binary latent has no unconstrained scale
         return label
     return f"{label} on the unconstrained scale ({latent.kind} transform, support {latent.support})"

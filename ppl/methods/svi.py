@@ -7,12 +7,24 @@ from __future__ import annotations
 
 from ppl.errors import ModelError
 from ppl.families.choice import FamilyPolicy
+from ppl.families.registry import GAUSSIAN
 from ppl.methods.base import CompositeMethod, FitOptions, Fitted
+
+#: What q is for a latent the local step draws (binary latents, their slabs, per-row latents).
+GIBBS_DRAWN = "Gibbs draws given the rest (no density of its own)"
+
+
+def _families(model, vi) -> dict[str, str]:
+    """The truth about q per latent: the mean-field Gaussian of the global step where all of a
+    latent's coordinates are in it, else Gibbs draws (whatever the method's policy proposed)."""
+    inside = set(int(c) for c in vi.q_columns)
+    return {lat.name: GAUSSIAN if all(c in inside for c in range(lat.offset, lat.offset + lat.size))
+            else GIBBS_DRAWN for lat in model.latents}  # fmt: skip
 
 
 class SVI(CompositeMethod):
     name = fitted_as = "svi"
-    families = FamilyPolicy(gradient="natural gradient; binary latents and their slabs by Gibbs")
+    families = FamilyPolicy(gradient="natural gradient")
     takes_binary = True
     takes_batch = True
 
@@ -36,7 +48,7 @@ class SVI(CompositeMethod):
             samples=o.samples, kappa=o.kappa, tau=o.tau, max_iter=o.iterations,
             tol_rel_obj=o.tol_rel_obj, progress=o.progress,
         )  # fmt: skip
-        return Fitted(vi, self, chosen)
+        return Fitted(vi, self, _families(model, vi))
 
     def method_text(self, result, rows: str) -> str:
         vi = result.vi

@@ -44,8 +44,7 @@ def diagnostics_lines(result) -> list[str]:
     lines = [f"PSIS k-hat: {diag['khat']:.2f} (<= 0.5 good, <= {threshold:.2f} usable, above "
              f"not reliable; {diag['draws']} draws{more}{mc})"]  # fmt: skip
     if diag.get("khat_not_used"):
-        lines[0] = (f"PSIS k-hat: not used (q's Gibbs part has no density; {diag['draws']} draws"
-                    f"{mc})")  # fmt: skip
+        lines[0] = f"PSIS k-hat: not used (q's Gibbs part has no density; {diag['draws']} draws)"
     said = record.fit_record(result)
     lines.append(f"verdict: {verdict_text(said)}")
     lines += [f"note: {note}" for note in said["notes"]]
