@@ -240,6 +240,8 @@ OUTPUTS: dict[str, tuple[str, Callable[[Path], str]]] = {
     "bpfa-k32": ("docs/bbvi.md", bpfa_inpainting_table("bpfa_k32_stride8.json")),
     "gradient-speed-hand": ("docs/benchmarks.md", stored_text("gradient_speed_hand.txt")),
     "api-overhead": ("docs/python.md", stored_text("api_overhead_eight_schools.txt")),
+    "ard": ("docs/dsvi.md", stored_text("ard.txt")),
+    "bbvi-variance": ("docs/bbvi.md", stored_text("bbvi_variance_at_start.txt")),
     "gpfa-polish": ("docs/gpfa.md", gpfa_polish_table("gpfa_polish_n1000_n100.json")),
 }
 
