@@ -168,3 +168,21 @@ def test_bbvi_prose_quotes_its_stored_run():
     assert f"by a factor of about {mantissa} x 10^{int(exponent)}" in text
     assert f"a median of {terms[1]} of the {terms[2]} terms" in text
     assert f"a further {start[1]:.1f}x at the start and {run[1]:.0f}x along the run" in text
+
+
+def test_benchmarks_peer_gpfa_bullet_quotes_its_stored_run():
+    """docs/benchmarks.md's GPFA bullet under the summary is the stored peers run's GPFA rows."""
+    import json
+
+    run = json.loads(
+        (ROOT / "benchmarks" / "results" / "peers_pima_epilepsy_gpfa.json").read_text()
+    )
+    gpfa = next(p for p in run["problems"] if p["problem"] == "gpfa-synthetic")
+    row = {r["method"]: r for r in gpfa["rows"]}
+    ppl, numpyro, pymc = row["ppl"], row["numpyro-normal"], row["pymc-advi"]
+    text = " ".join((ROOT / "docs" / "benchmarks.md").read_text().split())
+    assert (f"ppl's means are the closest (max {ppl['max_err']:.2f} sd against NumPyro's "
+            f"{numpyro['max_err']:.1f} and PyMC's {pymc['max_err']:.0f}), but its sds are far "
+            f"too small (median ratio {ppl['median_sd_ratio']:.3f}) and its k-hat of "
+            f"{ppl['khat']:.2f} says so") in text  # fmt: skip
+    assert ppl["max_err"] == min(r["max_err"] for r in gpfa["rows"])
