@@ -186,3 +186,51 @@ def test_benchmarks_peer_gpfa_bullet_quotes_its_stored_run():
             f"too small (median ratio {ppl['median_sd_ratio']:.3f}) and its k-hat of "
             f"{ppl['khat']:.2f} says so") in text  # fmt: skip
     assert ppl["max_err"] == min(r["max_err"] for r in gpfa["rows"])
+
+
+def test_benchmarks_accuracy_bullet_quotes_the_stored_peer_runs():
+    """docs/benchmarks.md's accuracy bullet under the summary: the ranges and counts are those of
+    the two stored peers runs (posteriordb: 11 problems; pima, epilepsy, gpfa: 3)."""
+    import json
+    import math
+
+    runs = [
+        json.loads((ROOT / "benchmarks" / "results" / n).read_text()) for n in outputs["PEER_RUNS"]
+    ]
+    pdb = runs[0]["problems"]
+
+    def rows(problems, method):
+        return [
+            r
+            for p in problems
+            for r in p["rows"]
+            if r["method"] == method and r["max_err"] is not None
+        ]
+
+    ppl, pymc, numpyro = (rows(pdb, m) for m in ("ppl", "pymc-advi", "numpyro-normal"))
+    errs = [r["max_err"] for r in ppl]
+    ratios = [r["median_sd_ratio"] for r in ppl]
+    close = sum(round(e, 2) <= 0.1 for e in errs)
+
+    def span(rs):
+        low, high = min(r["max_err"] for r in rs), max(r["max_err"] for r in rs)
+        return f"{low:.2g}-{high:.0f}"
+
+    within = math.ceil(max(errs) * 100) / 100  # "within": rounded up
+    text = " ".join((ROOT / "docs" / "benchmarks.md").read_text().split())
+    assert (f"every mean within {within:.2f} reference sd ({close} of {len(pdb)} within 0.1), "
+            f"and its median sd ratio is {min(ratios):.2f}-{max(ratios):.2f}. PyMC's mean-field "
+            f"ADVI misses by {span(pymc)} sd and NumPyro's AutoNormal by {span(numpyro)} sd"
+            ) in text  # fmt: skip
+    problems = [p for run in runs for p in run["problems"]]
+    assert (
+        f"on all {len(problems)} problems, and than every peer column on all {len(problems)}"
+        in text
+    )
+    for p in problems:
+        ours = next(r["max_err"] for r in p["rows"] if r["method"] == "ppl")
+        assert all(
+            ours < r["max_err"]
+            for r in p["rows"]
+            if r["method"] != "ppl" and r["max_err"] is not None
+        )
