@@ -49,7 +49,7 @@ def stored_text(name: str, lines: slice | None = None) -> Callable[[Path], str]:
 
     def render(root: Path) -> str:
         text = (root / RESULTS / name).read_text().rstrip("\n").splitlines()
-        return fenced("\n".join(text[lines] if lines else text))
+        return fenced("\n".join(line.rstrip() for line in (text[lines] if lines else text)))
 
     return render
 
@@ -242,6 +242,8 @@ OUTPUTS: dict[str, tuple[str, Callable[[Path], str]]] = {
     "api-overhead": ("docs/python.md", stored_text("api_overhead_eight_schools.txt")),
     "ard": ("docs/dsvi.md", stored_text("ard.txt")),
     "bbvi-variance": ("docs/bbvi.md", stored_text("bbvi_variance_at_start.txt")),
+    "gp-boston": ("docs/dsvi.md", stored_text("gp_boston.txt")),
+    "gpfa-grad-only": ("docs/gpfa.md", stored_text("gpfa_grad_only.txt")),
     "gpfa-polish": ("docs/gpfa.md", gpfa_polish_table("gpfa_polish_n1000_n100.json")),
 }
 
