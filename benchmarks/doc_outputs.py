@@ -244,6 +244,7 @@ OUTPUTS: dict[str, tuple[str, Callable[[Path], str]]] = {
     "bbvi-variance": ("docs/bbvi.md", stored_text("bbvi_variance_at_start.txt")),
     "gp-boston": ("docs/dsvi.md", stored_text("gp_boston.txt")),
     "gpfa-grad-only": ("docs/gpfa.md", stored_text("gpfa_grad_only.txt")),
+    "dsvi-pima": ("docs/dsvi.md", stored_text("dsvi_pima.txt")),
     "gpfa-polish": ("docs/gpfa.md", gpfa_polish_table("gpfa_polish_n1000_n100.json")),
 }
 
