@@ -49,7 +49,7 @@ def stored_text(name: str, lines: slice | None = None) -> Callable[[Path], str]:
 
     def render(root: Path) -> str:
         text = (root / RESULTS / name).read_text().rstrip("\n").splitlines()
-        return fenced("\n".join(text[lines] if lines else text))
+        return fenced("\n".join(line.rstrip() for line in (text[lines] if lines else text)))
 
     return render
 
@@ -113,6 +113,31 @@ def peers_problems(root: Path) -> str:
     return fenced("\n\n".join(out))
 
 
+def peers_before_after(before: str, after: str) -> Callable[[Path], str]:
+    """ppl's row per problem in two stored peers.py runs, side by side (a markdown table)."""
+
+    def ppl_rows(root: Path, name: str) -> dict[str, dict]:
+        problems = _json(root, name)["problems"]
+        return {p["problem"]: r for p in problems for r in p["rows"] if r["method"] == "ppl"}
+
+    def cells(r: dict | None) -> str:
+        if r is None:
+            return " | | | "
+        return (f"{r['grad_evals']:,} | {r['max_err']:.3f} | {r['median_sd_ratio']:.3f} | "
+                f"{r['khat']:.2f}")  # fmt: skip
+
+    def render(root: Path) -> str:
+        old, new = ppl_rows(root, before), ppl_rows(root, after)
+        lines = ["| problem | before: gradient evaluations | max err | sd ratio | k-hat | "
+                 "after: gradient evaluations | max err | sd ratio | k-hat |",
+                 "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+        for problem in dict.fromkeys([*old, *new]):
+            lines.append(f"| {problem} | {cells(old.get(problem))} | {cells(new.get(problem))} |")
+        return "\n".join(lines)
+
+    return render
+
+
 # ---- epm.py: docs/epm.md ----------------------------------------------------------------------
 
 
@@ -149,17 +174,78 @@ def scale_table(name: str) -> Callable[[Path], str]:
     return render
 
 
+# ---- gpfa.py --polish: docs/gpfa.md ----------------------------------------------------------
+
+GPFA_METHODS = {"auto": "gamma SGVB (auto)", "advi": "Gaussian ADVI (advi)"}
+
+
+def gpfa_polish_table(name: str) -> Callable[[Path], str]:
+    """The rows gpfa.py --json stored, as a markdown table (the lower Amari error per N bold)."""
+
+    def render(root: Path) -> str:
+        rows = _json(root, name)
+        best = {n: min(r["amari"] for r in rows if r["N"] == n) for n in {r["N"] for r in rows}}
+        lines = ["| N | method | Amari error | total s | note |", "|---:|---|---:|---:|---|"]
+        for r in rows:
+            amari = f"{r['amari']:.4f}"
+            amari = f"**{amari}**" if r["amari"] == best[r["N"]] else amari
+            note = "converged" if r["converged"] else "not converged"
+            lines.append(f"| {r['N']} | {GPFA_METHODS[r['method']]} | {amari} | "
+                         f"{r['total_seconds']:.0f} | {note} |")  # fmt: skip
+        return "\n".join(lines)
+
+    return render
+
+
+# ---- bpfa_inpainting.py: docs/bbvi.md --------------------------------------------------------
+
+BPFA_ROWS = {
+    "mean imputation": "mean imputation (baseline)",
+    "local 5x5 mean": "local 5 x 5 mean of observed pixels (baseline)",
+    "BPFA (ppl auto)": "BPFA (`auto`), non-overlapping patches",
+}
+
+
+def bpfa_inpainting_table(name: str) -> Callable[[Path], str]:
+    """bpfa_inpainting.py --json's PSNRs (hidden pixels, whole image) as a markdown table."""
+
+    def render(root: Path) -> str:
+        run = _json(root, name)
+        lines = ["| method | PSNR hidden pixels | PSNR image |", "|---|---:|---:|"]
+        for key, (hidden, image) in run["psnr"].items():
+            lines.append(f"| {BPFA_ROWS.get(key, key)} | {hidden:.2f} | {image:.2f} |")
+        args = run["args"]
+        lines.append(f"\n`--K {args['K']} --stride {args['stride']} --iter {args['iter']} "
+                     f"--seed {args['seed']}`: {run['seconds']:.0f} s.")  # fmt: skip
+        return "\n".join(lines)
+
+    return render
+
+
 # ---- the docs' markers ------------------------------------------------------------------------
 
 #: name -> (doc, render(root) -> the fenced block)
 OUTPUTS: dict[str, tuple[str, Callable[[Path], str]]] = {
     "peers-summary": ("docs/benchmarks.md", peers_summary),
     "peers-problems": ("docs/benchmarks.md", peers_problems),
+    "peers-default-road": (
+        "docs/benchmarks.md",
+        peers_before_after("peers_pima_epilepsy_gpfa.json", "peers_default_road.json"),
+    ),
     "epm-les-miserables": ("docs/epm.md", epm_table("epm_les_miserables.json")),
     "epm-dicty": ("docs/epm.md", epm_table("epm_dicty_publication.json")),
     "accuracy-auto-202de36": ("docs/accuracy.md", stored_text("accuracy_auto_202de36.txt")),
     "scale": ("docs/dsvi.md", scale_table("scale_default_road.json")),
     "scale-1e7": ("docs/dsvi.md", scale_table("scale_default_road_1e7.json")),
+    "bpfa-k32": ("docs/bbvi.md", bpfa_inpainting_table("bpfa_k32_stride8.json")),
+    "gradient-speed-hand": ("docs/benchmarks.md", stored_text("gradient_speed_hand.txt")),
+    "api-overhead": ("docs/python.md", stored_text("api_overhead_eight_schools.txt")),
+    "ard": ("docs/dsvi.md", stored_text("ard.txt")),
+    "bbvi-variance": ("docs/bbvi.md", stored_text("bbvi_variance_at_start.txt")),
+    "gp-boston": ("docs/dsvi.md", stored_text("gp_boston.txt")),
+    "gpfa-grad-only": ("docs/gpfa.md", stored_text("gpfa_grad_only.txt")),
+    "dsvi-pima": ("docs/dsvi.md", stored_text("dsvi_pima.txt")),
+    "gpfa-polish": ("docs/gpfa.md", gpfa_polish_table("gpfa_polish_n1000_n100.json")),
 }
 
 
