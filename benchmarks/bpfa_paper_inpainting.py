@@ -39,6 +39,8 @@ ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 ref = runpy.run_path(str(HERE / "bpfa_gibbs.py"), run_name="bpfa_gibbs")
 png = runpy.run_path(str(ROOT / "models" / "bpfa" / "make_data.py"), run_name="make_data")
+crop = runpy.run_path(str(HERE / "bpfa_inpainting.py"), run_name="bpfa_inpainting")
+psnr, local_mean = crop["psnr"], crop["local_mean"]  # the 128 x 128 benchmark's, shared
 SIDE = 8
 TASKS = {"inpaint": (0.2, 0.0), "denoise": (0.5, 15.0)}  # (fraction observed, noise sd)
 REFERENCE = {"gibbs-ssvi": "gibbs", "mf-ssvi": "mf-ssvi", "mf-svi": "mf-svi"}
@@ -66,23 +68,6 @@ def assemble(pred: np.ndarray, index: np.ndarray, shape: tuple) -> np.ndarray:
     total = np.bincount(index.ravel(), weights=pred.ravel(), minlength=size)
     count = np.bincount(index.ravel(), minlength=size)
     return (total / np.maximum(count, 1)).reshape(shape)
-
-
-def psnr(estimate: np.ndarray, truth: np.ndarray) -> float:
-    return float(20 * np.log10(255.0 / np.sqrt(np.mean((estimate - truth) ** 2))))
-
-
-def local_mean(values: np.ndarray, seen: np.ndarray, radius: int = 2) -> np.ndarray:
-    """Mean of the observed pixels in the (2 radius + 1)^2 window (global mean if none)."""
-    pad_v = np.pad(np.where(seen, values, 0.0), radius)
-    pad_n = np.pad(seen.astype(float), radius)
-    h, w = values.shape
-    total, count = np.zeros((h, w)), np.zeros((h, w))
-    for dr in range(2 * radius + 1):
-        for dc in range(2 * radius + 1):
-            total += pad_v[dr : dr + h, dc : dc + w]
-            count += pad_n[dr : dr + h, dc : dc + w]
-    return np.where(count > 0, total / np.maximum(count, 1), values[seen].mean())
 
 
 class Problem:
