@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import doc_markers  # noqa: E402
+
 RESULTS = ROOT / "benchmarks" / "results"
 DOC = ROOT / "docs" / "bpfa.md"
+SCRIPT = "benchmarks/bpfa_docs.py"
 PLOTS = ROOT / "docs" / "bpfa"
 NAMES = {"gibbs-ssvi": "Gibbs-SSVI (numpy reference)", "mf-svi": "MF-SVI (numpy reference)",
          "mf-ssvi": "MF-SSVI (numpy reference)", "gibbs": "Gibbs sampler (numpy reference)",
@@ -116,17 +120,9 @@ def tables() -> dict[str, str]:
     return out
 
 
-def pattern(name: str) -> re.Pattern:
-    return re.compile(
-        rf"(<!-- table {re.escape(name)}: made by benchmarks/bpfa_docs.py -->\n)(.*?)"
-        rf"(<!-- end table {re.escape(name)} -->)",
-        re.S,
-    )
-
-
 def render(text: str) -> str:
     for name, table in tables().items():
-        text = pattern(name).sub(lambda m, t=table: m.group(1) + t + m.group(3), text)
+        text = doc_markers.rewritten(text, "table", name, SCRIPT, table)
     return text
 
 
@@ -135,7 +131,7 @@ def stale(doc: Path = DOC) -> list[str]:
     text = doc.read_text()
     out = []
     for name, table in tables().items():
-        m = pattern(name).search(text)
+        m = doc_markers.marked("table", name, SCRIPT).search(text)
         if m is None or m.group(2) != table:
             out.append(name)
     return out

@@ -20,7 +20,6 @@ import argparse
 import contextlib
 import io
 import json
-import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +30,10 @@ RESULTS = Path("benchmarks") / "results"
 for _p in (ROOT, ROOT / "benchmarks"):
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
+
+import doc_markers  # noqa: E402
+
+SCRIPT = "benchmarks/doc_outputs.py"
 
 
 def _json(root: Path, name: str):
@@ -249,20 +252,9 @@ OUTPUTS: dict[str, tuple[str, Callable[[Path], str]]] = {
 }
 
 
-def _marked(name: str) -> re.Pattern:
-    return re.compile(
-        rf"(<!-- output {re.escape(name)}: made by benchmarks/doc_outputs.py -->\n)(.*?)"
-        rf"(<!-- end output {re.escape(name)} -->)",
-        re.S,
-    )
-
-
 def rewritten(text: str, name: str, block: str) -> str:
     """The doc's text with output `name` replaced; ValueError when its markers are missing."""
-    pattern = _marked(name)
-    if not pattern.search(text):
-        raise ValueError(f"no markers for output {name!r}")
-    return pattern.sub(lambda m: m.group(1) + block + "\n" + m.group(3), text, count=1)
+    return doc_markers.rewritten(text, "output", name, SCRIPT, block)
 
 
 def stale(root: Path = ROOT, results: Path | None = None) -> list[str]:
@@ -281,17 +273,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true", help="only say which blocks are stale")
     args = ap.parse_args(argv)
     if args.check:
-        bad = stale()
-        for line in bad:
-            print(f"stale: {line} (python benchmarks/doc_outputs.py rewrites it)")
-        return 1 if bad else 0
-    for name, (doc, render) in OUTPUTS.items():
-        path = ROOT / doc
-        text = path.read_text()
-        new = rewritten(text, name, render(ROOT))
-        if new != text:
-            path.write_text(new)
-            print(f"rewrote {doc}: output {name}")
+        return doc_markers.report_stale(stale(), SCRIPT)
+    blocks = [(name, doc, render(ROOT)) for name, (doc, render) in OUTPUTS.items()]
+    doc_markers.rewrite_all(ROOT, blocks, "output", SCRIPT)
     return 0
 
 

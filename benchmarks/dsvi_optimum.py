@@ -45,6 +45,9 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "models" / "linear_regression"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import doc_markers  # noqa: E402
 
 BREAST = ROOT / "models" / "logistic_regression" / "breast_cancer"
 LINEAR = """data {
@@ -223,13 +226,10 @@ def table(runs: dict[str, dict]) -> str:
 
 def rendered(text: str, runs: dict[str, dict]) -> str:
     """`text` with the table between the markers re-made from `runs`."""
-    start = f"<!-- table {NAME}: made by benchmarks/dsvi_optimum.py -->"
-    end = f"<!-- end table {NAME} -->"
-    head, found, rest = text.partition(start)
-    _, found_end, tail = rest.partition(end)
-    if not (found and found_end):
-        raise SystemExit(f"{DOC}: no {NAME} table markers")
-    return f"{head}{start}\n{table(runs)}\n{end}{tail}"
+    try:
+        return doc_markers.rewritten(text, "table", NAME, "benchmarks/dsvi_optimum.py", table(runs))
+    except ValueError:
+        raise SystemExit(f"{DOC}: no {NAME} table markers") from None
 
 
 def load_runs() -> dict[str, dict]:

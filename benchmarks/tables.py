@@ -23,8 +23,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import doc_markers  # noqa: E402
 from accuracy import FOOTER, HEADER, row, totals  # noqa: E402
 
+SCRIPT = "benchmarks/tables.py"
 RUN = ROOT / "benchmarks" / "results" / "accuracy_all.json"
 COMMAND = (
     "python benchmarks/accuracy.py --suite all --method auto --seed 1 "
@@ -201,19 +203,9 @@ TABLES = {
 }
 
 
-def _marked(name: str) -> re.Pattern:
-    return re.compile(
-        rf"(<!-- table {name}: made by benchmarks/tables.py -->\n)(.*?)(<!-- end table {name} -->)",
-        re.S,
-    )
-
-
 def rewritten(text: str, name: str, table: str) -> str:
     """The doc's text with table `name` replaced; ValueError when its markers are missing."""
-    pattern = _marked(name)
-    if not pattern.search(text):
-        raise ValueError(f"no markers for table {name!r}")
-    return pattern.sub(lambda m: m.group(1) + table + "\n" + m.group(3), text, count=1)
+    return doc_markers.rewritten(text, "table", name, SCRIPT, table)
 
 
 def stale(run: dict, root: Path = ROOT) -> list[str]:
@@ -233,17 +225,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     run = load(args.json)
     if args.check:
-        bad = stale(run)
-        for line in bad:
-            print(f"stale: {line} (python benchmarks/tables.py rewrites it)")
-        return 1 if bad else 0
-    for name, (doc, render) in TABLES.items():
-        path = ROOT / doc
-        text = path.read_text()
-        new = rewritten(text, name, render(run))
-        if new != text:
-            path.write_text(new)
-            print(f"rewrote {doc}: table {name}")
+        return doc_markers.report_stale(stale(run), SCRIPT)
+    blocks = [(name, doc, render(run)) for name, (doc, render) in TABLES.items()]
+    doc_markers.rewrite_all(ROOT, blocks, "table", SCRIPT)
     return 0
 
 
