@@ -225,6 +225,26 @@ def bpfa_inpainting_table(name: str) -> Callable[[Path], str]:
     return render
 
 
+def end_to_end_table(name: str) -> Callable[[Path], str]:
+    """end_to_end.py's table for a run stored with --json, re-made from its runs."""
+
+    def render(root: Path) -> str:
+        import end_to_end
+
+        rows = [
+            end_to_end.Row(
+                problem=r["problem"],
+                tool=r["tool"],
+                skipped=r.get("skipped"),
+                runs=[end_to_end.Run(**run) for run in r["runs"]],
+            )  # fmt: skip
+            for r in _json(root, name)["rows"]
+        ]
+        return fenced(_printed(end_to_end.print_table, rows))
+
+    return render
+
+
 # ---- the docs' markers ------------------------------------------------------------------------
 
 #: name -> (doc, render(root) -> the fenced block)
@@ -242,6 +262,10 @@ OUTPUTS: dict[str, tuple[str, Callable[[Path], str]]] = {
     "scale-1e7": ("docs/dsvi.md", scale_table("scale_default_road_1e7.json")),
     "bpfa-k32": ("docs/bbvi.md", bpfa_inpainting_table("bpfa_k32_stride8.json")),
     "gradient-speed-hand": ("docs/benchmarks.md", stored_text("gradient_speed_hand.txt")),
+    "end-to-end-peers": (
+        "docs/benchmarks.md",
+        end_to_end_table("end_to_end_peers_2026-11-26.json"),
+    ),
     "api-overhead": ("docs/python.md", stored_text("api_overhead_eight_schools.txt")),
     "ard": ("docs/dsvi.md", stored_text("ard.txt")),
     "bbvi-variance": ("docs/bbvi.md", stored_text("bbvi_variance_at_start.txt")),

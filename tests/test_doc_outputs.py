@@ -271,3 +271,40 @@ def test_dsvi_pima_prose_quotes_its_stored_run():
     text = " ".join((ROOT / "docs" / "dsvi.md").read_text().split())
     assert (f"miss the sds by up to {sd:.0%} and cannot represent the correlations "
             f"(up to {corr:.2f} in the posterior)") in text  # fmt: skip
+
+
+def test_benchmarks_speed_bullet_quotes_the_stored_peer_runs():
+    """docs/benchmarks.md's speed bullet under the peers' summary: the fit and set-up seconds and
+    the count of kept full-rank fits are the two stored peers runs' rows."""
+    import json
+
+    runs = [
+        json.loads((ROOT / "benchmarks" / "results" / n).read_text()) for n in outputs["PEER_RUNS"]
+    ]
+    table = [{r["method"]: r for r in p["rows"]} for run in runs for p in run["problems"]]
+
+    def span(method: str, key: str) -> tuple[float, float]:
+        values = [r[method][key] for r in table]
+        return min(values), max(values)
+
+    fit, pymc, numpyro = (span(m, "fit_seconds") for m in ("ppl", "pymc-advi", "numpyro-normal"))
+    compile_numpyro, compile_pymc = (
+        span(m, "setup_seconds") for m in ("numpyro-normal", "pymc-advi")
+    )
+    text = " ".join((ROOT / "docs" / "benchmarks.md").read_text().split())
+    assert (f"{fit[0]:.0f}-{fit[1]:.0f} s against PyMC's {pymc[0]:.1f}-{pymc[1]:.1f} s and "
+            f"NumPyro's {numpyro[0]:.2f}-{numpyro[1]:.1f} s") in text  # fmt: skip
+    assert (f"NumPyro also spends {compile_numpyro[0]:.0f}-{compile_numpyro[1]:.0f} s compiling, "
+            f"PyMC {compile_pymc[0]:.1f}-{compile_pymc[1]:.0f} s") in text  # fmt: skip
+    assert span("ppl", "setup_seconds")[1] < 0.4  # "ppl's setup is under 0.4 s"
+    kept = sum(any("fitted too and kept" in n for n in r["ppl"]["notes"]) for r in table)
+    assert f"(kept on {kept} of the {len(table)} problems here, tried on GPFA)" in text
+
+
+def test_benchmarks_end_to_end_prose_says_what_the_stored_run_says():
+    """'Every ppl target is met' under docs/benchmarks.md's end-to-end table is the stored run's."""
+    block = outputs["OUTPUTS"]["end-to-end-peers"][1](ROOT)
+    ppl_rows = [line for line in block.splitlines() if line.split()[1:2] == ["ppl"]]
+    assert len(ppl_rows) == 3 and all(": met;" in line for line in ppl_rows)
+    text = " ".join((ROOT / "docs" / "benchmarks.md").read_text().split())
+    assert "Every ppl target is met." in text
