@@ -237,7 +237,7 @@ def end_to_end_table(name: str) -> Callable[[Path], str]:
                 tool=r["tool"],
                 skipped=r.get("skipped"),
                 runs=[end_to_end.Run(**run) for run in r["runs"]],
-            )  # fmt: skip
+            )
             for r in _json(root, name)["rows"]
         ]
         return fenced(_printed(end_to_end.print_table, rows))
