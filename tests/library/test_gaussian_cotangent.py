@@ -80,3 +80,22 @@ def test_inverse_from_factor_is_the_inverse():
         A = _cov(rng.normal(size=(3, n, n)), 1.0)
         got = co.inverse_from_factor(np.linalg.cholesky(A))
         np.testing.assert_allclose(got, np.linalg.inv(A), rtol=1e-10, atol=1e-14)
+
+
+def test_inverse_from_factor_by_blocks_ignores_the_upper_triangle():
+    """Orders spanning several halvings of the blocked triangular inverse, odd and even."""
+    rng = np.random.default_rng(5)
+    for n in (co.INVERSE_BLOCK * 4 + 3, 2 * co.INVERSE_BLOCK + 2):
+        A = _cov(rng.normal(size=(2, n, n)), 1.0)
+        L = np.linalg.cholesky(A)
+        junk = L + np.triu(rng.normal(size=L.shape), 1)  # as a factor's upper triangle is unread
+        np.testing.assert_allclose(co.inverse_from_factor(junk), np.linalg.inv(A), rtol=1e-9,
+                                   atol=1e-12 * np.abs(np.linalg.inv(A)).max())  # fmt: skip
+
+
+def test_a_symmetric_cotangent_tag_is_not_kept_by_views():
+    g = co.symmetric_cotangent(np.eye(3))
+    assert co.is_symmetric(g)
+    assert not co.is_symmetric(g[:2])  # a view keeps the class, not the tag
+    assert not co.is_symmetric(g.reshape(9).reshape(3, 3))
+    assert type(g + 1.0) is np.ndarray  # arithmetic gives a plain array
