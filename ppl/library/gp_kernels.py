@@ -48,8 +48,8 @@ def _exponent(xb: onp.ndarray, scales: onp.ndarray, out: onp.ndarray) -> None:
     times (product, clamp, exp) where adding each half and multiplying took three more."""
     b, n, k = xb.shape
     half = -0.5 * onp.sum(xb * xb, axis=-1)
-    with onp.errstate(divide="ignore"):
-        log_scales = onp.log(scales)
+    with onp.errstate(divide="ignore", invalid="ignore"):
+        log_scales = onp.log(scales)  # a scale of 0 (underflow), < 0 or nan: multiplied in
     fold = bool(onp.all(onp.isfinite(log_scales)))
     if fold:
         half += 0.5 * log_scales[:, None]

@@ -91,3 +91,13 @@ def test_gp_density_gradients_match_the_plain_rules(monkeypatch):
     h_new = grad(lambda t: anp.sum(grad(new)(t) * v))(t)
     h_old = grad(lambda t: anp.sum(grad(old)(t) * v))(t)
     np.testing.assert_allclose(h_new, h_old, rtol=1e-7, atol=1e-9 * np.abs(h_old).max())
+
+
+def test_exp_quad_scales_without_a_finite_log():
+    """A scale of 0 (alpha^2 underflowed) or below is multiplied in, not added as its log."""
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(3, 5, 2))
+    d2 = ((x[:, :, None, :] - x[:, None, :, :]) ** 2).sum(-1)
+    for scale in (np.array([0.0, 1.0, 2.0]), np.array([-1.0, 1e-300, 2.0])):
+        want = scale[:, None, None] * np.exp(-d2 / 2)
+        np.testing.assert_allclose(exp_quad(x, scale), want, rtol=1e-12, atol=1e-300)
