@@ -15,6 +15,7 @@ the gradient).
 from __future__ import annotations
 
 import functools
+import weakref
 
 import autograd.numpy as anp
 import numpy as onp
@@ -109,13 +110,19 @@ def _cholesky_vjp(L, a):
     very factor) is turned into A_bar directly: 0.5 (sum w w^T - c A^-1), A^-1 from L
     (inverse_from_factor), written over that inverse: a third of the two solves and the
     product (the GP regression example: a gradient per draw 31 -> 13 ms CPU). Outside a trace,
-    A_bar is handed on as a SymmetricCotangent."""
+    A_bar is handed on as a SymmetricCotangent. L is registered in FACTORS while it lives
+    (this rule is made for traced calls only, when their node is)."""
+    if not isbox(L):
+        FACTORS[id(L)] = L
 
     def vjp(g):
         if type(g) is GaussianCotangent and getattr(g, "factor", None) is L:
             inv = inverse_from_factor(L)  # a fresh array: A_bar is written over it
             inv *= (-0.5 * g.coef)[..., None, None]
-            inv += g.half_outer
+            if g.half_outer is not None:
+                inv += g.half_outer
+            else:
+                _add_outer(inv, *g.rank_one)
             return symmetric_cotangent(inv)
         inner = anp.matmul(_t(L), anp.tril(g))
         phi = anp.tril(inner) - 0.5 * inner * onp.eye(inner.shape[-1])
@@ -128,6 +135,25 @@ def _cholesky_vjp(L, a):
 
 
 defvjp(cholesky, _cholesky_vjp)
+
+
+def _add_outer(m: onp.ndarray, a: onp.ndarray, v: onp.ndarray) -> None:
+    """m += a v v^T in place, per batch entry (BLAS dger one matrix at a time from order
+    LAPACK_FROM: no n x n temporary)."""
+    if not _one_at_a_time(m):
+        m += a[..., None, None] * v[..., :, None] * v[..., None, :]
+        return
+    from scipy.linalg.blas import dger
+
+    n = m.shape[-1]
+    ms, vs = m.reshape((-1, n, n)), onp.ascontiguousarray(v).reshape((-1, n))
+    for mk, ak, vk in zip(ms, a.reshape(-1), vs, strict=True):
+        dger(float(ak), vk, vk, a=mk.T, overwrite_a=1)  # v v^T is its own transpose
+
+
+#: Factors made by a traced cholesky (id -> the array, while it lives): their cotangent goes to
+#: cholesky's rule alone (through autograd's sums), so a GaussianCotangent may defer its array.
+FACTORS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
 def solve_lower_vector(L, y, transpose: bool = False):
@@ -206,31 +232,46 @@ class TaggedCotangent(onp.ndarray):
     view of it (reshape, slicing) keeps the class but not the tag, so a tag is only trusted on
     the very array its producer made and handed on as all of the cotangent."""
 
+    def plain(self) -> onp.ndarray:
+        """The cotangent as a plain array."""
+        return onp.asarray(self)
+
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        inputs = tuple(onp.asarray(x) if isinstance(x, TaggedCotangent) else x for x in inputs)
+        inputs = tuple(_plain(x) for x in inputs)
         if "out" in kwargs:
-            kwargs["out"] = tuple(onp.asarray(x) if isinstance(x, TaggedCotangent) else x
-                                  for x in kwargs["out"])  # fmt: skip
+            kwargs["out"] = tuple(_plain(x) for x in kwargs["out"])
         return getattr(ufunc, method)(*inputs, **kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
-        def plain(x):
-            return onp.asarray(x) if isinstance(x, TaggedCotangent) else x
-
-        args = tuple(plain(x) for x in args)
-        kwargs = {k: plain(v) for k, v in kwargs.items()}
+        args = tuple(_plain(x) for x in args)
+        kwargs = {k: _plain(v) for k, v in kwargs.items()}
         return func(*args, **kwargs)
+
+
+def _plain(x):
+    return x.plain() if isinstance(x, TaggedCotangent) else x
 
 
 class GaussianCotangent(TaggedCotangent):
     """The cotangent of a Cholesky factor L from a Gaussian log density on it (gaussian_quad),
     carrying what makes the cotangent of A = L L^T cheap: `half_outer`, half the sum of the
-    weighted w w^T (w = A^-1 (y - mu)), and `coef`, the sum of the weights of the log
-    determinant, both per batch entry of L, and `factor`, the L they belong to."""
+    weighted w w^T (w = A^-1 (y - mu)), or where there is one w per factor `rank_one`, (half
+    its weight, w), for cholesky's rule to add in place; `coef`, the sum of the weights of the
+    log determinant, per batch entry of L; and `factor`, the L they belong to.
 
-    half_outer: onp.ndarray
+    Where L is the output of a traced cholesky (FACTORS), its cotangent can only reach
+    cholesky's rule, which reads those three, or autograd's sum with L's other cotangents, a
+    ufunc: the dense array is then made only there (`dense`, a function), and the array itself
+    is a read-only nan placeholder (a fifth of a GP regression gradient's reverse pass)."""
+
+    half_outer: onp.ndarray | None
+    rank_one: tuple[onp.ndarray, onp.ndarray]
     coef: onp.ndarray
     factor: onp.ndarray
+    dense = None
+
+    def plain(self) -> onp.ndarray:
+        return self.dense() if self.dense is not None else onp.asarray(self)
 
 
 class SymmetricCotangent(TaggedCotangent):
@@ -298,12 +339,23 @@ def _quad_cotangent_L(g, ans, diff, L, z, w):
         dense = anp.tril(weighted[..., :, None] * z[..., None, :])
         dense = dense - (g[..., None] * inv_diag)[..., None] * onp.eye(n)
         return unbroadcast(dense, anp.shape(L))
-    dense = weighted[..., :, None] * z[..., None, :]
-    onp.copyto(dense, 0.0, where=_strict_upper(n))
-    idx = onp.arange(n)
-    dense[..., idx, idx] -= g[..., None] * inv_diag
-    out = onp.asarray(unbroadcast(dense, L.shape)).view(GaussianCotangent)
-    out.half_outer = unbroadcast((0.5 * weighted)[..., :, None] * w[..., None, :], L.shape)
+
+    def dense() -> onp.ndarray:
+        out = weighted[..., :, None] * z[..., None, :]
+        onp.copyto(out, 0.0, where=_strict_upper(n))
+        idx = onp.arange(n)
+        out[..., idx, idx] -= g[..., None] * inv_diag
+        return onp.asarray(unbroadcast(out, L.shape))
+
+    if FACTORS.get(id(L)) is L:
+        out = onp.broadcast_to(onp.float64(onp.nan), L.shape).view(GaussianCotangent)
+        out.dense = dense
+    else:
+        out = dense().view(GaussianCotangent)
+    if anp.shape(w) == L.shape[:-1]:  # one y per factor: w w^T added in place by the rule
+        out.half_outer, out.rank_one = None, (0.5 * (g + onp.zeros(anp.shape(ans))), w)
+    else:
+        out.half_outer = unbroadcast((0.5 * weighted)[..., :, None] * w[..., None, :], L.shape)
     out.coef = unbroadcast(g + onp.zeros(anp.shape(ans)), L.shape[:-2])
     out.factor = L
     return out
