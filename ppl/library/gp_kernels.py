@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import autograd.numpy as anp
 import numpy as onp
-from autograd.extend import defvjp, primitive
+from autograd.extend import defvjp, defvjp_argnums, primitive
 from autograd.tracer import getval
 
-from ppl.library.cholesky_ops import unbroadcast
+from ppl.library.cholesky_ops import is_symmetric, unbroadcast
 
 #: Draws whose n x n matrix has at least this many entries are computed one at a time, each
 #: while it is in cache: over a batch of 24 draws of 405 x 405 (31 MB an array) every pass of
@@ -29,45 +29,74 @@ def exp_quad(x, scale=1.0):
     """scale * exp(-|x_i - x_j|^2 / 2) for the rows x_i of x (..., n, k): (..., n, n); `scale`
     (alpha^2, one per batch entry, broadcast) multiplied in the same pass over the matrix."""
     x = onp.asarray(x, dtype=float)
-    n = x.shape[-2]
+    n, k = x.shape[-2:]
     scale = onp.asarray(scale, dtype=float)
     batch = onp.broadcast_shapes(x.shape[:-2], scale.shape)
-    xs = onp.broadcast_to(x, batch + x.shape[-2:]).reshape((-1,) + x.shape[-2:])
+    xs = onp.broadcast_to(x, batch + x.shape[-2:]).reshape((-1, n, k))
     scales = onp.broadcast_to(scale, batch).reshape(-1)
     out = onp.empty((len(xs), n, n))
     step = 1 if n * n >= PER_DRAW_FROM else max(len(xs), 1)
     for lo in range(0, len(xs), step):
-        xb, d2 = xs[lo : lo + step], out[lo : lo + step]
-        half = -0.5 * onp.sum(xb * xb, axis=-1)
-        onp.matmul(xb, onp.swapaxes(xb, -1, -2), out=d2)
-        d2 += half[..., :, None]
-        d2 += half[..., None, :]
-        onp.minimum(d2, 0.0, out=d2)  # rounding above 0 on the diagonal
-        onp.exp(d2, out=d2)
-        d2 *= scales[lo : lo + step, None, None]
+        _exponent(xs[lo : lo + step], scales[lo : lo + step], out[lo : lo + step])
     return out.reshape(batch + (n, n))
 
 
-def _exp_quad_vjp(K, x, scale=1.0):
+def _exponent(xb: onp.ndarray, scales: onp.ndarray, out: onp.ndarray) -> None:
+    """out = scales * exp(x_i . x_j - |x_i|^2 / 2 - |x_j|^2 / 2) for a batch of x (b, n, k):
+    the halves (and log scale, where every scale is positive and finite) are two more columns
+    of one matrix product, [x, h, 1] [x, 1, h]^T, so the n x n matrix is passed over three
+    times (product, clamp, exp) where adding each half and multiplying took three more."""
+    b, n, k = xb.shape
+    half = -0.5 * onp.sum(xb * xb, axis=-1)
+    with onp.errstate(divide="ignore", invalid="ignore"):
+        log_scales = onp.log(scales)  # a scale of 0 (underflow), < 0 or nan: multiplied in
+    fold = bool(onp.all(onp.isfinite(log_scales)))
+    if fold:
+        half += 0.5 * log_scales[:, None]
+    left, right = onp.empty((b, n, k + 2)), onp.empty((b, n, k + 2))
+    left[..., :k], left[..., k], left[..., k + 1] = xb, half, 1.0
+    right[..., :k], right[..., k], right[..., k + 1] = xb, 1.0, half
+    onp.matmul(left, onp.swapaxes(right, -1, -2), out=out)
+    # rounding above the diagonal's value (0, or log scale)
+    onp.minimum(out, log_scales[:, None, None] if fold else 0.0, out=out)
+    onp.exp(out, out=out)
+    if not fold:
+        out *= scales[:, None, None]
+
+
+def _exp_quad_vjps(argnums, K, args, kwargs):
+    """x's and the scale's rules from one W = G * K (G the incoming gradient): the gradient of
+    row i is -(sum_j (W + W^T)_ij) x_i + ((W + W^T) x)_i, and the scale's sum(W) / scale
+    (d K / d scale = E = K / scale). A G known symmetric (cholesky's rule hands on a
+    SymmetricCotangent) makes W + W^T = 2 W, without the transposed pass."""
+    x = args[0]
+    scale = args[1] if len(args) > 1 else kwargs.get("scale", 1.0)
+
     def vjp(g):
-        W = g * K  # d K / d x is scale * d E / d x: K = scale * E carries the scale
-        W = W + anp.swapaxes(W, -1, -2)
-        return unbroadcast(anp.matmul(W, x) - anp.sum(W, axis=-1)[..., None] * x, anp.shape(x))
+        W = g * K
+        if is_symmetric(g):
+            rows = 2.0 * anp.sum(W, axis=-1)
+            W2x = 2.0 * anp.matmul(W, x)
+        else:
+            W2 = W + anp.swapaxes(W, -1, -2)
+            rows = anp.sum(W2, axis=-1)
+            W2x = anp.matmul(W2, x)
+        out = []
+        for argnum in argnums:
+            if argnum == 0:
+                out.append(unbroadcast(W2x - rows[..., None] * x, anp.shape(x)))
+                continue
+            if onp.any(getval(scale) == 0):  # E afresh where a scale underflowed to 0
+                total = anp.sum(g * exp_quad(x), axis=(-1, -2))
+            else:
+                total = 0.5 * anp.sum(rows, axis=-1) / scale
+            out.append(unbroadcast(total, anp.shape(scale)))
+        return tuple(out)
 
     return vjp
 
 
-def _exp_quad_vjp_scale(K, x, scale=1.0):
-    def vjp(g):
-        s = anp.reshape(scale, anp.shape(scale) + (1, 1))
-        # d K / d scale = E = K / scale (where a scale underflowed to 0, E afresh)
-        E = exp_quad(x) if onp.any(getval(s) == 0) else K / s
-        return unbroadcast(anp.sum(g * E, axis=(-1, -2)), anp.shape(scale))
-
-    return vjp
-
-
-defvjp(exp_quad, _exp_quad_vjp, _exp_quad_vjp_scale)
+defvjp_argnums(exp_quad, _exp_quad_vjps)
 
 
 @primitive

@@ -80,3 +80,48 @@ def test_inverse_from_factor_is_the_inverse():
         A = _cov(rng.normal(size=(3, n, n)), 1.0)
         got = co.inverse_from_factor(np.linalg.cholesky(A))
         np.testing.assert_allclose(got, np.linalg.inv(A), rtol=1e-10, atol=1e-14)
+
+
+def test_inverse_from_factor_by_blocks_ignores_the_upper_triangle():
+    """Orders spanning several halvings of the blocked triangular inverse, odd and even."""
+    rng = np.random.default_rng(5)
+    for n in (co.INVERSE_BLOCK * 4 + 3, 2 * co.INVERSE_BLOCK + 2):
+        A = _cov(rng.normal(size=(2, n, n)), 1.0)
+        L = np.linalg.cholesky(A)
+        junk = L + np.triu(rng.normal(size=L.shape), 1)  # as a factor's upper triangle is unread
+        np.testing.assert_allclose(co.inverse_from_factor(junk), np.linalg.inv(A), rtol=1e-9,
+                                   atol=1e-12 * np.abs(np.linalg.inv(A)).max())  # fmt: skip
+
+
+def test_a_symmetric_cotangent_tag_is_not_kept_by_views():
+    g = co.symmetric_cotangent(np.eye(3))
+    assert co.is_symmetric(g)
+    assert not co.is_symmetric(g[:2])  # a view keeps the class, not the tag
+    assert not co.is_symmetric(g.reshape(9).reshape(3, 3))
+    assert type(g + 1.0) is np.ndarray  # arithmetic gives a plain array
+
+
+def test_the_deferred_cotangent_is_made_where_it_is_read(monkeypatch):
+    """A traced factor's GaussianCotangent defers its array (a nan placeholder): summed with
+    another cotangent of the factor it is made then (the factor used twice, above), and a
+    factor not made by a traced cholesky (here the variable itself) gets it at once."""
+    rng = np.random.default_rng(6)
+    n = co.LAPACK_FROM + 2
+    A, y = _cov(rng.normal(size=(2, n, n)), 1.0), rng.normal(size=(2, n))
+    L = co.cholesky(A)  # untraced: not in FACTORS
+    assert co.FACTORS.get(id(L)) is not L
+    got = grad(lambda L: anp.sum(co.gaussian_quad(y, L)))(L)
+    want = grad(lambda L: anp.sum(_plain(y, L)))(L)
+    assert np.all(np.isfinite(got))
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12 * np.abs(want).max())
+    seen = []
+    rule = co._quad_cotangent_L
+
+    def spy(*args):
+        out = rule(*args)
+        seen.append(out.dense is not None and np.isnan(np.asarray(out)).all())
+        return out
+
+    monkeypatch.setattr(co, "_quad_cotangent_L", spy)
+    grad(lambda A: anp.sum(co.gaussian_quad(y, co.cholesky(A))))(A)
+    assert seen == [True]  # deferred where the factor came from a traced cholesky
