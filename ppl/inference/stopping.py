@@ -79,32 +79,15 @@ def trend_statistics(batches: np.ndarray) -> np.ndarray:
     sxx = float(x @ x)
     slope = x @ (batches - batches.mean(axis=0)) / sxx
     resid = batches - batches.mean(axis=0) - np.outer(x, slope)
-    s2 = np.sum(resid**2, axis=0) / (n - 2) * ar1_inflation(resid)
+    s2 = np.sum(resid**2, axis=0) / (n - 2)
+    lag = np.sum(resid[1:] * resid[:-1], axis=0)
+    total = np.sum(resid**2, axis=0)
+    rho = float(np.clip(np.median(lag[total > 0] / total[total > 0]), 0.0, 0.9)) if np.any(
+        total > 0) else 0.0  # fmt: skip
+    s2 = s2 * (1.0 + rho) / (1.0 - rho)
     with np.errstate(divide="ignore", invalid="ignore"):
         t = slope / np.sqrt(s2 / sxx)
     return np.where(s2 > 0, t, np.where(slope == 0, 0.0, np.inf))
-
-
-def ar1_inflation(resid: np.ndarray) -> float:
-    """(1 + rho) / (1 - rho), rho the lag-1 autocorrelation of the rows (residuals in time
-    order) pooled over the columns by their median, clipped to [0, 0.9]: the factor by which
-    correlated batch means understate the variance of their mean."""
-    lag = np.sum(resid[1:] * resid[:-1], axis=0)
-    total = np.sum(resid**2, axis=0)
-    if not np.any(total > 0):
-        return 1.0
-    rho = float(np.clip(np.median(lag[total > 0] / total[total > 0]), 0.0, 0.9))
-    return (1.0 + rho) / (1.0 - rho)
-
-
-def phase_mcse(grouped: np.ndarray) -> np.ndarray:
-    """Per column, the Monte Carlo standard error of the mean of the batch means (rows): their
-    sd over sqrt(rows), inflated for the batch means' own autocorrelation (a phase at a small
-    step mixes slowly, and batches shorter than its correlation time understated the error
-    2-3 times, so agreeing averages looked apart and the step was halved again)."""
-    resid = grouped - grouped.mean(axis=0)
-    var = np.sum(resid**2, axis=0) / (len(grouped) - 1) * ar1_inflation(resid)
-    return np.sqrt(var / len(grouped))
 
 
 def trend_threshold(columns: int, batches: int = _BATCHES, level: float = _LEVEL) -> float:
@@ -224,16 +207,14 @@ class OptimumRule:
         if not stationary(subs, units=units, negligible=self.tol / 2.0):
             return None
         grouped = batch_means(subs)
-        mcse = phase_mcse(grouped) / units
+        mcse = grouped.std(axis=0, ddof=1) / np.sqrt(len(grouped)) / units
         now = view(mean, sd)
         if self.previous is not None:
             before, noise = self.previous
             change = np.abs(now - before) / units
             self.last_change = float(np.max(change))
             # the step-size bias halves with the step: what is left beyond the two averages'
-            # noise is this average's bias (2 standard errors per coordinate, not a family-wise
-            # bound: that let a bias of 0.4 sd through at MCSE 0.07, and breast cancer's means
-            # ended 0.15 NUTS sd off)
+            # noise is this average's bias
             if np.all(change <= self.tol + 2.0 * np.sqrt(mcse**2 + noise**2)):
                 if np.max(mcse) > self.mcse_tol:
                     return None  # unbiased, but still noisy: average longer at this step
