@@ -45,7 +45,6 @@ def fit_bbvi(model, chosen, init, rng, *, batch, estimator, grad_samples, **opti
     from ppl.families.composite import MixedFamily, blocks_of
     from ppl.inference.bbvi import ScoreObjective, chain, fit_stochastic
     from ppl.inference.estimators import log_joint_terms
-    from ppl.inference.stopping import STAN_TOL_REL_OBJ
 
     gaussian = gaussian_first(chosen)
     family = MixedFamily(blocks_of(model, gaussian), model.dim)
@@ -62,12 +61,7 @@ def fit_bbvi(model, chosen, init, rng, *, batch, estimator, grad_samples, **opti
     else:
         terms = log_joint_terms(model, family.rvs(theta0, rng, 2), rng)
         objective = ScoreObjective(family, terms, estimator, grad_samples)
-    # A Gaussian warm start for richer families only has to get near: Stan's relative-ELBO
-    # rule ends it, as auto's stochastic start (polishing it to its own optimum first doubled
-    # the optimum rule's phases for a q that is then replaced).
-    first = options if gaussian == chosen or options.get("tol_rel_obj") is not None else {
-        **options, "tol_rel_obj": STAN_TOL_REL_OBJ}  # fmt: skip
-    result = fit_stochastic(objective, theta0, seed=int(rng.integers(2**31)), **first)
+    result = fit_stochastic(objective, theta0, seed=int(rng.integers(2**31)), **options)
     if gaussian != chosen:
         rich = MixedFamily(blocks_of(model, chosen), model.dim)
         theta0 = rich.moved_from(family, result.theta)
