@@ -127,6 +127,11 @@ class LoopState:
     seconds: float = 0.0  # spent before the last checkpoint
     saved_at: int = -1
     optimum: OptimumRule | None = None  # the default rule (tol_rel_obj None), else Stan's
+    # The newest iterate whose gradient had every draw finite: a failure goes back to it (the
+    # iterates can drift, a little at a time, to where half the draws fail; one step back from
+    # there is still there, and no smaller step helps).
+    safe: np.ndarray | None = None
+    given_up: str = ""  # why the loop stopped early with its candidate (no stable step found)
 
 
 def _trial(objective, theta0: np.ndarray, eta: float, n_iter: int, seed: int, schedule,
@@ -259,11 +264,11 @@ def run(
             if s.k % checkpoint.every == 0 and s.k != s.saved_at:
                 s.saved_at = s.k
                 checkpoint.save(stage, snapshot())
-        out = objective.gradient(s.theta, rng)
-        if out is not None and not np.all(np.isfinite(out[0])):
-            out = None
+        out = _gradient(objective, s, rng)
         if out is None:
             _step_back(objective, s, name)
+            if s.given_up:
+                break
             continue
         s.fails = 0
         grad, estimate = out
@@ -329,25 +334,56 @@ def _start(
     )
 
 
+def _gradient(objective, s: LoopState, rng: np.random.Generator):
+    """(gradient, estimate) at the iterate, or None when not finite; an iterate where every
+    draw was finite becomes the one a failure goes back to."""
+    dropped = objective.dropped_of_draws()[0]
+    out = objective.gradient(s.theta, rng)
+    if out is None or not np.all(np.isfinite(out[0])):
+        return None
+    if objective.dropped_of_draws()[0] == dropped:
+        s.safe = s.theta
+    return out
+
+
 def _step_back(objective, s: LoopState, name: str) -> None:
-    """No finite gradient at any draw: undo the last step(s) and go on from there with half the
-    step size, or raise once that has failed too often."""
+    """No finite gradient at any draw: go back to the newest iterate where every draw was finite
+    (else one step further back per consecutive failure) with half the step size. Once that has
+    failed too often, stop with the candidate if its ELBO is still finite (the fit ends NOT
+    converged, saying why), else raise."""
     s.fails += 1
     if s.fails > _MAX_CONSECUTIVE_FAILURES or s.halvings >= _MAX_HALVINGS:
-        raise FitError(
-            f"{name} failed at iteration {s.k + 1}: the log density or its gradient was "
-            f"non-finite at all {objective.draws_per_step} draws in {s.fails} consecutive "
-            f"attempts, after halving the step size {s.halvings} times (eta "
-            f"{s.eta0:g} -> {s.eta:.3g}). {objective.where(s.theta)}" + ADVICE
-        )
-    if s.history:
-        s.eta /= 2.0
-        s.halvings += 1
-        s.failed_at.append(s.k)
+        why = (f"the log density or its gradient was non-finite at all "
+               f"{objective.draws_per_step} draws in {s.fails} consecutive attempts, after "
+               f"halving the step size {s.halvings} times (eta {s.eta0:g} -> "
+               f"{s.eta:.3g})")  # fmt: skip
+        if _still_finite(objective, s):
+            s.given_up = f"{name} stopped at iteration {s.k + 1}: {why}."
+            return
+        raise FitError(f"{name} failed at iteration {s.k + 1}: {why}. "
+                       f"{objective.where(s.theta)}" + ADVICE)  # fmt: skip
+    if s.safe is not None and s.safe is not s.theta:
+        restored = s.safe
+    elif s.history:
         restored = s.history.pop()
-        if s.window_n:
-            s.window_sum += restored - s.theta
-        s.theta = restored
+    else:
+        return
+    s.eta /= 2.0
+    s.halvings += 1
+    s.failed_at.append(s.k)
+    if s.window_n:
+        s.window_sum += restored - s.theta
+    s.theta = restored
+
+
+def _still_finite(objective, s: LoopState) -> bool:
+    """Whether the loop's candidate (a window or phase average, or the start) still has a finite
+    ELBO: then stopping with it beats an error the user cannot act on."""
+    if not s.trace:
+        return False
+    if getattr(objective, "windowed", False):
+        return bool(np.isfinite(s.cand_elbo))
+    return bool(np.isfinite(objective.elbo(s.cand)))
 
 
 def _step(s: LoopState, grad: np.ndarray, name: str) -> None:
@@ -484,7 +520,10 @@ def _finish(objective, s: LoopState, rng, max_iter, tol_rel_obj, average, window
     final_elbo = objective.final_elbo(final_theta, final_elbo, rng)
     if not np.isfinite(final_elbo) and not windowed:
         raise FitError("ADVI produced no finite ELBO estimate. " + ADVICE)
-    if not s.converged:
+    if s.given_up:
+        warnings.append(f"{s.given_up} The approximation is the last finite candidate, NOT "
+                        "converged; a smaller --eta may let the fit go on.")  # fmt: skip
+    elif not s.converged:
         criterion = f"tol_rel_obj={tol_rel_obj or STAN_TOL_REL_OBJ:g}"
         if s.optimum is not None:
             o = s.optimum

@@ -133,3 +133,44 @@ def test_the_docs_table_is_the_stored_runs():
     assert bench["rendered"](doc, bench["load_runs"]()) == doc, (
         "python benchmarks/dsvi_optimum.py --render rewrites it"
     )
+
+
+def _run_rule(rule, draw, moments, iterations):
+    verdicts = []
+    for k in range(1, iterations + 1):
+        rule.observe(draw(k), k, moments)
+        if k % 100 == 0:
+            verdicts.append(rule.decide(None, k, moments))
+            if verdicts[-1] == "converged":
+                break
+    return verdicts
+
+
+def test_heavy_tailed_noise_on_many_coordinates_converges():
+    # 30 coordinates (15 means in units of q's sd 1, 15 log sds) of i.i.d. Student-t(3) noise
+    # around a fixed optimum: every phase average agrees with the last within its noise, so the
+    # rule must stop (after a few halvings at most: each phase's test is at 2 standard errors
+    # per coordinate, so 30 coordinates that agree all pass about one time in four).
+    rng = np.random.default_rng(5)
+    moments = lambda th: (th[:15], np.exp(th[15:]))  # noqa: E731
+    stops = 0
+    for _ in range(10):
+        rule = OptimumRule(30)
+        verdicts = _run_rule(rule, lambda k: 0.3 * rng.standard_t(3, 30), moments, 4000)
+        stops += verdicts[-1] == "converged"
+        if verdicts[-1] == "converged":
+            assert np.max(np.abs(rule.average)) < 0.25  # 30 coordinates, MCSE up to 0.07
+    assert stops >= 9
+
+
+def test_a_slow_trend_on_one_coordinate_of_many_does_not_converge():
+    # the same noise, and one mean creeping by 1 sd per 1000 iterations: never stationary
+    rng = np.random.default_rng(6)
+    moments = lambda th: (th[:15], np.exp(th[15:]))  # noqa: E731
+
+    def draw(k):
+        x = 0.3 * rng.standard_t(3, 30)
+        x[4] += k / 1000.0
+        return x
+
+    assert "converged" not in _run_rule(OptimumRule(30), draw, moments, 4000)
