@@ -90,7 +90,8 @@ def synthetic_table(run: dict) -> str:
         sd = f" +- {s['mse_sd']:.4f}" if s["runs"] > 1 else ""
         rows.append(f"| {NAMES.get(name, name)} | {s['mse_mean']:.4f}{sd} | "
                     f"{s['seconds_per_iteration']:.3f} | {its:.0f} | {secs:.0f} |"
-                    + "".join(f" {s['at'][t]:.4f} |" for t in at))  # fmt: skip
+                    + "".join(f" {v:.4f} |" if v == v else " - |"  # nan: no checkpoint yet
+                              for v in (s["at"][t] for t in at)))  # fmt: skip
     return head + "\n\n" + "\n".join(rows) + "\n"
 
 

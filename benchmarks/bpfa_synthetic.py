@@ -133,12 +133,14 @@ def run_ppl(method: str, Y, M, args, monitor) -> None:
     """ppl's `svi` on the per-row BPFA model, refitted with growing iteration caps."""
     bp = runpy.run_path(str(HERE / "bpfa_ppl.py"), run_name="bpfa_ppl")
     for n in args.ppl_iterations:
+        start = time.process_time()
         out = bp["fit_predict"](Y, M, args.K, local=method.removeprefix("ppl-"), batch=args.batch,
                                 iterations=n, seed=args.seed, ab=args.ab)  # fmt: skip
         if out is None:
             print(f"    {method}: this ppl has no `svi` method or no per-row BPFA model; skipped")
             return
         pred, seconds, _ = out
+        seconds = time.process_time() - start if args.cpu_clock else seconds  # with its draws
         monitor(method, seconds, n, pred)
         if seconds > args.time_budget:
             return
@@ -274,13 +276,16 @@ def summarise(runs: list[dict], methods: list[str], checkpoints: list[float]) ->
 
 
 def merge(out: str, inputs: list[str], checkpoints: list[float]) -> None:
-    """One stored run from several (one seed each, run side by side): runs pooled, summary anew."""
+    """One stored run from several (seeds run side by side, or methods added later): runs pooled,
+    a later input's run of the same (seed, method) replacing an earlier one; summary anew."""
     parts = [json.loads(Path(f).read_text()) for f in inputs]
-    args = dict(parts[0]["args"], seeds=[s for p in parts for s in p["args"]["seeds"]],
-                json=out, checkpoints=checkpoints)  # fmt: skip
-    runs = [r for p in parts for r in p["runs"]]
-    summary = summarise(runs, args["methods"], checkpoints)
-    text = json.dumps({"args": args, "summary": summary, "runs": runs}, indent=1)
+    runs = {(r["seed"], r["method"]): r for p in parts for r in p["runs"]}
+    methods = list(dict.fromkeys(m for p in parts for m in p["args"]["methods"]))
+    seeds = sorted({seed for seed, _ in runs})
+    args = dict(parts[0]["args"], seeds=seeds, methods=methods, json=out, checkpoints=checkpoints,
+                ppl_iterations=parts[-1]["args"]["ppl_iterations"])  # fmt: skip
+    summary = summarise(list(runs.values()), methods, checkpoints)
+    text = json.dumps({"args": args, "summary": summary, "runs": list(runs.values())}, indent=1)
     Path(out).write_text(text + "\n")
 
 
