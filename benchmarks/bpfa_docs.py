@@ -30,7 +30,9 @@ NAMES = {"gibbs-ssvi": "Gibbs-SSVI (numpy reference)", "mf-svi": "MF-SVI (numpy 
          "ppl-gibbs": "ppl `--method svi --local gibbs`",
          "ppl-meanfield": "ppl `--method svi --local meanfield`",
          "inpaint_biharmonic": "scikit-image `inpaint_biharmonic`",
-         "local 5x5 mean": "local 5 x 5 mean of observed pixels"}  # fmt: skip
+         "local 5x5 mean": "local 5 x 5 mean of observed pixels",
+         "oracle-gibbs": "Gibbs local step at the true globals",
+         "oracle-mf": "mean-field local step at the true globals"}  # fmt: skip
 IMAGE_RUNS = [
     "camera512_inpaint",
     "camera256_inpaint",
@@ -39,7 +41,7 @@ IMAGE_RUNS = [
     "camera64_ppl",
     "camera128_ppl",
 ]
-SYNTHETIC_RUNS = ["synthetic_n10000", "synthetic_small_ppl"]
+SYNTHETIC_RUNS = ["synthetic_n10000", "synthetic_small_ppl", "synthetic_paper", "synthetic_dense"]
 
 
 def load(name: str) -> dict | None:
@@ -72,15 +74,24 @@ def synthetic_table(run: dict) -> str:
     head = (f"N = {a['N']:,}, D = {a['D']}, {a['K_true']} true atoms, K = {a['K']} fitted, "
             f"a = b = {a['ab']:g}, B = {a['batch']}, budget {a['time_budget']:g} s per method, "
             f"seeds {', '.join(map(str, a['seeds']))}")  # fmt: skip
-    rows = ["| method | held-out MSE | s / iteration | iterations | training s |",
-            "|---|---:|---:|---:|---:|"]  # fmt: skip
+    if "cpu_clock" in a:  # bpfa_synthetic.py's later options: say the set-up they chose
+        head += (f"; {'standardised' if a['standardise'] else 'raw scale'}, d0 = {a['d0']:g}, "
+                 f"rho_t = (t + {a['tau0']:g})^-{a['kappa']:g}, seconds of "
+                 f"{'CPU' if a['cpu_clock'] else 'wall'}")  # fmt: skip
+        head += f" (Gibbs sampler: {a['gibbs_budget']:g} s)" if a.get("gibbs_budget") else ""
+    at = list(next(iter(run["summary"].values())).get("at", {}))
+    rows = ["| method | held-out MSE | s / iteration | iterations | training s |"
+            + "".join(f" MSE at {t} s |" for t in at), "|---|---:|---:|---:|---:|"
+            + "---:|" * len(at)]  # fmt: skip
     for name, s in run["summary"].items():
         mine = [r for r in run["runs"] if r["method"] == name]
         its = sum(r["iterations"] for r in mine) / len(mine)
         secs = sum(r["seconds"] for r in mine) / len(mine)
         sd = f" +- {s['mse_sd']:.4f}" if s["runs"] > 1 else ""
         rows.append(f"| {NAMES.get(name, name)} | {s['mse_mean']:.4f}{sd} | "
-                    f"{s['seconds_per_iteration']:.3f} | {its:.0f} | {secs:.0f} |")  # fmt: skip
+                    f"{s['seconds_per_iteration']:.3f} | {its:.0f} | {secs:.0f} |"
+                    + "".join(f" {v:.4f} |" if v == v else " - |"  # nan: no checkpoint yet
+                              for v in (s["at"][t] for t in at)))  # fmt: skip
     return head + "\n\n" + "\n".join(rows) + "\n"
 
 
