@@ -23,7 +23,7 @@ from autograd import grad
 
 from ppl.inference.gibbs_quadratic import QuadraticPairs
 
-_POINTS = 4096  # points per model call when reading the coefficients (memory, not speed)
+_POINTS = 2048  # points per model call when reading the coefficients (memory, not speed)
 
 
 class ChainPairs(QuadraticPairs):

@@ -56,10 +56,12 @@ class QuadraticPairs:
         self._G: np.ndarray | None = None
         self.factors = None  # (F (B, K, rank), sign (B, rank)): G = F diag(sign) F', if probed
         self.probe_rng = np.random.default_rng(0)
+        self.gradient_points = 0  # gradients of the batch model the coefficients took, counted
 
     def _grads(self, x: np.ndarray, points: list[tuple[float, np.ndarray]]) -> np.ndarray:
         """(n, B, K) the gradient of the log joint in w at x with z set to each point's value and
         w to each point's (B, K) values."""
+        self.gradient_points += len(points)
         out = []
         for start in range(0, len(points), _CHUNK):
             chunk = points[start : start + _CHUNK]

@@ -269,6 +269,10 @@ class LocalGlobal:
         self.global_units = [u for u in self.plan.globals_ if u.binary is not None] + [
             u for pairs in self.fast_chains for u in pairs.units]  # fmt: skip
 
+    def coefficient_gradients(self) -> int:
+        """Gradients the incremental pairs' coefficients took (each a point of the model)."""
+        return sum(p.gradient_points for p in self.fast + self.fast_chains)
+
     @property
     def draws_any(self) -> bool:
         """Whether a sweep draws anything (the plan's units or the incremental pairs)."""
@@ -578,7 +582,7 @@ def fit_local_global(
         model, q_cols, mean, precision, state, inclusion, trace, t, converged,
         time.perf_counter() - start, gibbs_step, batch, burnin, samples, kappa, tau,
         evaluations=fitter.plan.evaluations, fitter=fitter,
-        grad_evals=t * (samples + 1) * S + sum(p.gradient_points for p in fitter.fast_chains),
+        grad_evals=t * (samples + 1) * S + fitter.coefficient_gradients(),
         tol_rel_obj=tol_rel_obj,
     )  # fmt: skip
     result.elbo = _elbo(result, rows, history[-1] if history else float(np.mean(window)), rng)
