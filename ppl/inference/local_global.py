@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import autograd.numpy as anp
 import numpy as np
@@ -332,13 +332,18 @@ class LocalGlobal:
         for pairs in self.fast:
             pairs.prepare(X[0])
             gens.append(pairs.sweeps(X, n, rng))
-        last = []
+        last, exact = [], []
         for pairs in self.fast_chains:
             pairs.prepare(X)
-            last.append(pairs.sweeps(X, n, rng))
+            if pairs.usable():
+                last.append(pairs.sweeps(X, n, rng))
+            else:  # a chain's globals where a slab is no proper Gaussian: the six-point update
+                exact += pairs.units
         for _ in range(n):
             probs = [next(g) for g in gens]
             probs.append(gibbs.sweep(self.plan, X, rng))
+            if exact:  # (the chain pairs are the only global units, so their probs come last)
+                probs.append(gibbs.sweep(replace(self.plan, local=[], globals_=exact), X, rng))
             probs += [next(g) for g in last]
             yield np.concatenate(probs, axis=1)
 

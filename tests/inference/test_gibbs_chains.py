@@ -149,3 +149,15 @@ def test_a_slab_switched_on_and_off_is_no_heavy_tail_for_gibbs_draws():
         ar[t] = 0.995 * ar[t - 1] + 0.1 * rng.normal(size=8)
     faults, _ = summary_batch_faults({"v": ar.reshape(-1, 1)}, groups)
     assert faults and faults[0]["parameters"] == ["v"]
+
+
+def test_chain_pairs_that_are_not_usable_at_a_draw_fall_back_to_the_exact_update(monkeypatch):
+    model = _model(SLAB)
+    fitter, state, rng = _fitter(model, chains=4)
+    pairs = fitter.fast_chains[0]
+    monkeypatch.setattr(pairs, "usable", lambda: False)  # as if a slab had no proper Gaussian
+    X = _globals(model, state.astype(float), rng)
+    called = []
+    monkeypatch.setattr(pairs, "sweeps", lambda *a: called.append(a))
+    probs = [p.copy() for p in fitter.sweeps(X, 2, rng)]
+    assert not called and probs[-1].shape == (4, 3) and np.all((probs[-1] >= 0) & (probs[-1] <= 1))
