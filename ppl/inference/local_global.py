@@ -287,6 +287,8 @@ class LocalGlobal:
 
         plan = self.plan
         units = plan.globals_
+        if not self.gibbs_step:  # MF-SSVI keeps refusing global slabs (meanfield_sweep says so)
+            return
         if plan.local or self.fast or not units or len({u.name for u in units}) != 1:
             return
         if any(u.binary is None or u.cont is None for u in units):
@@ -404,18 +406,14 @@ class LocalGlobal:
     def local_step(self, X: np.ndarray, burnin: int, samples: int, rng):
         """Sweeps on X in place; yields after each of the last `samples` sweeps (the probs)."""
         if not self.gibbs_step:
-            gens, last = [], []
+            gens = []
             for pairs in self.fast:  # spike-and-slab pairs: q(z) q(w) in closed form
                 pairs.prepare(X[0])
                 gens.append(pairs.meanfield_sweeps(X, burnin + samples, rng))
-            for pairs in self.fast_chains:
-                pairs.prepare(X)
-                last.append(pairs.meanfield_sweeps(X, burnin + samples, rng))
             for k in range(burnin + samples):
                 probs = [next(g) for g in gens]
                 if self.plan.local or self.plan.globals_:
                     probs.append(meanfield_sweep(self.plan, X, rng, self))
-                probs += [next(g) for g in last]
                 if k >= burnin:
                     yield np.concatenate(probs, axis=1)
             return
