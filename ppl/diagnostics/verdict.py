@@ -29,7 +29,12 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
-from ppl.diagnostics.mcse_tail import TAIL_SD, summary_tail_faults
+from ppl.diagnostics.mcse_tail import (
+    BATCH_SD,
+    TAIL_SD,
+    summary_batch_faults,
+    summary_tail_faults,
+)
 from ppl.diagnostics.psis import GOOD
 from ppl.diagnostics.settle import (
     SETTLED,
@@ -98,15 +103,20 @@ def judge(result, log_joint, rng: np.random.Generator) -> None:
         verdict = "not reliable"
     diag["psis_summaries"] = bool(
         verdict == "usable"
+        and not implicit  # its log q is a stand-in: weights from it would bend the summaries
         and khat <= threshold
         and diag.get("log_weights") is not None
         and _stable(result)
     )
     # the summaries as they will be printed (weighted or not): is each sd a reliable estimate?
     weights = diag["log_weights"] if diag["psis_summaries"] else None
-    tail, diag["summary_tail"] = summary_tail_faults(
-        result.draws, weights, not_from_draws=diag.get("not_from_draws") or ()
-    )
+    exempt = diag.get("not_from_draws") or ()
+    groups = getattr(result.vi, "draw_groups", None)
+    if implicit and groups is not None:  # Gibbs draws: their own Monte Carlo error, by chains
+        S = int(diag["draws"])
+        tail, diag["summary_tail"] = summary_batch_faults(result.draws, groups(S), exempt)
+    else:
+        tail, diag["summary_tail"] = summary_tail_faults(result.draws, weights, exempt)
     faults += tail
     if tail:
         verdict = "not reliable"
@@ -136,8 +146,12 @@ def _what_to_do(result) -> str:
     """Advice about q for faults of q, about the summaries for summaries too heavy-tailed."""
     faults = result.diagnostics.get("faults") or []
     tails = [f for f in faults if f.get("how", "").startswith(TAIL_SD)]
-    said = [_advice(result)] if len(tails) < len(faults) else []
+    batch = [f for f in faults if f.get("how", "").startswith(BATCH_SD)]
+    said = [_advice(result)] if len(tails) + len(batch) < len(faults) else []
     said += [tail_advice(result, f) for f in tails]
+    if batch:
+        said.append(f"Draw more (--draws, now {result.diagnostics.get('draws')}): the effective "
+                    "sample size grows with the draws.")  # fmt: skip
     return " ".join(said)
 
 

@@ -241,16 +241,17 @@ def _pair_parabolas(E: np.ndarray):
     return _parabola(E[:, 0], E[:, 1], E[:, 2]), _parabola(E[:, 3], E[:, 4], E[:, 5])
 
 
-def pair_conditionals(plan: GibbsPlan, X: np.ndarray, u: Unit):
+def pair_conditionals(plan: GibbsPlan, X: np.ndarray, u: Unit, per_row: bool = True):
     """For a local pair unit at X: the log-odds of z with w integrated out, and the slope g,
-    curvature c and current value of w for z = 1 (each (S, B)); the exact six-point answer."""
+    curvature c and current value of w for z = 1 (each (S, B)); the exact six-point answer.
+    A global unit (`per_row` False): each (S, 1)."""
     S = X.shape[0]
     P = np.repeat(X[:, None, :], len(_PAIR), axis=1)
     base = X[:, u.cont]
     for j, (z, d) in enumerate(_PAIR):
         P[:, j, u.binary] = z
         P[:, j, u.cont] = base + d
-    E = _energies(plan, P.reshape(S * len(_PAIR), -1), True).reshape(S, len(_PAIR), -1)
+    E = _energies(plan, P.reshape(S * len(_PAIR), -1), per_row).reshape(S, len(_PAIR), -1)
     (_, _, l0), (g1, c1, l1) = _pair_parabolas(E)
     return l1 - l0, g1, c1, base
 

@@ -56,10 +56,12 @@ class QuadraticPairs:
         self._G: np.ndarray | None = None
         self.factors = None  # (F (B, K, rank), sign (B, rank)): G = F diag(sign) F', if probed
         self.probe_rng = np.random.default_rng(0)
+        self.gradient_points = 0  # gradients of the batch model the coefficients took, counted
 
     def _grads(self, x: np.ndarray, points: list[tuple[float, np.ndarray]]) -> np.ndarray:
         """(n, B, K) the gradient of the log joint in w at x with z set to each point's value and
         w to each point's (B, K) values."""
+        self.gradient_points += len(points)
         out = []
         for start in range(0, len(points), _CHUNK):
             chunk = points[start : start + _CHUNK]
@@ -149,11 +151,21 @@ class QuadraticPairs:
             lo = self.A[:, k] - 0.5 * pk * mk**2 + h * h / (2 * c) + 0.5 * np.log(pk / c)
         return lo, h, c
 
+    def _read(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(z, w), each (B, K), from the state X (1, D): row i of the batch is row i here."""
+        return X[0, self.zc].copy(), X[0, self.wc].copy()
+
+    def _write(self, X: np.ndarray, z: np.ndarray, w: np.ndarray) -> None:
+        X[0, self.zc], X[0, self.wc] = z, w
+
+    def _out(self, probs: np.ndarray) -> np.ndarray:
+        """(B, K) per-row probabilities as the sweep yields them: (1, B K), k major."""
+        return probs.T.ravel()[None]
+
     def sweeps(self, X: np.ndarray, n: int, rng: np.random.Generator):
-        """n sweeps on X (1, D) in place; yields P(z = 1) (B K,) after each, ordered as the
+        """n sweeps on X (1, D) in place; yields P(z = 1) (1, B K) after each, ordered as the
         plan's units (k major)."""
-        x = X[0]
-        z, w = x[self.zc].copy(), x[self.wc].copy()
+        z, w = self._read(X)
         u = z * w
         r = _Residual(self, u)
         for _ in range(n):
@@ -171,8 +183,8 @@ class QuadraticPairs:
                 r.move(k, new - u[:, k])
                 u[:, k] = new
                 probs[:, k] = p
-            X[0, self.zc], X[0, self.wc] = z, w
-            yield probs.T.ravel()
+            self._write(X, z, w)
+            yield self._out(probs)
 
     def meanfield_sweeps(self, X: np.ndarray, n: int, rng: np.random.Generator):
         """The paper's MF-SSVI local step on these pairs: q(z_k) q(w_k) = Bernoulli(theta_k)
@@ -181,9 +193,8 @@ class QuadraticPairs:
         1 / kappa_k)): kappa_k = theta_k G_kk + p_k, nu_k = (theta_k rest_k + p_k m_k) / kappa_k,
         logit theta_k = A_k + nu_k rest_k - G_kk (nu_k^2 + 1 / kappa_k) / 2, rest_k = b_k -
         sum_{j != k} G_kj E[u_j]; started at the row's last state; after each pass a draw of q
-        into X. Yields theta (B K,) ordered as sweeps()."""
-        x = X[0]
-        theta, nu = x[self.zc].copy(), x[self.wc].copy()
+        into X. Yields theta ordered as sweeps()."""
+        theta, nu = self._read(X)
         kappa = self.p.copy()
         ubar = theta * nu
         r = _Residual(self, ubar)  # b - G E[u]
@@ -201,8 +212,8 @@ class QuadraticPairs:
                 ubar[:, k] = new
             on = rng.uniform(size=theta.shape) < theta
             w = nu + rng.standard_normal(nu.shape) / np.sqrt(kappa)
-            X[0, self.zc], X[0, self.wc] = on.astype(float), w
-            yield theta.T.ravel()
+            self._write(X, on.astype(float), w)
+            yield self._out(theta)
 
     def agrees(self, X: np.ndarray, ks: list[int], rng: np.random.Generator) -> bool:
         """Whether the incremental log-odds and w | z = 1 equal the exact six-point ones at X

@@ -42,11 +42,12 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import autograd.numpy as anp
 import numpy as np
 from autograd import grad
+from autograd.core import make_vjp
 from scipy.special import expit
 
 from ppl.errors import ModelError
@@ -57,6 +58,13 @@ from ppl.ir.graph import build_graph
 from ppl.runtime.signals import Devectorise
 
 WINDOW = 50  # iterations per stopping-rule window
+#: Draws swept in parallel at once (parallel_draws), and the most sweeps a draw gets.
+DRAW_BLOCK, MAX_DRAW_SWEEPS = 1000, 100
+#: A draw has forgotten its start when no binary coordinate correlates with its starting value
+#: across the chains beyond this (the noise of a correlation from 1000 chains: 0.03).
+FORGOTTEN = 0.1
+#: States (S x D values) up to this size are copied to take all their gradients in one call.
+COPY_ELEMENTS = 2_000_000
 
 
 def step_size(t: int, tau: float, kappa: float) -> float:
@@ -169,6 +177,11 @@ class SVIResult:
     def sd(self) -> np.ndarray:
         return 1.0 / np.sqrt(self.precision)
 
+    def draw_groups(self, n: int) -> np.ndarray:
+        """The chain of each of n draws of `sample` (its Gibbs part's start or chain): the
+        verdict's batch means of the draws' Monte Carlo error follow it."""
+        return np.arange(n) % self.state.shape[0]
+
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """(n, D): globals from q; the Gibbs part from the chains, one more sweep per draw over
         every row when the fit used all rows, else each row's last Gibbs state."""
@@ -226,6 +239,8 @@ class LocalGlobal:
         self.scales = dict.fromkeys(rows.row_keys(), weight)
         self.rng = rng
         self.fast: list = []  # ppl.inference.gibbs_quadratic.QuadraticPairs, when they apply
+        self.fast_chains: list = []  # ppl.inference.gibbs_chains.ChainPairs, when they apply
+        self.global_units: list = []  # global binary units, in the order of their probs
 
     def q_full(self) -> np.ndarray:
         """The full model's coordinates of q (global: the same under every batch)."""
@@ -250,6 +265,47 @@ class LocalGlobal:
                 self.plan.row_map, self.plan.sampled, self.plan.sizes)  # fmt: skip
             self.plan = paired
         self.try_incremental(x[None])
+        self.try_chain_pairs(state[:, rows.columns].astype(float))
+        self.global_units = [u for u in self.plan.globals_ if u.binary is not None] + [
+            u for pairs in self.fast_chains for u in pairs.units]  # fmt: skip
+
+    def coefficient_gradients(self) -> int:
+        """Gradients the incremental pairs' coefficients took (each a point of the model)."""
+        return sum(p.gradient_points for p in self.fast + self.fast_chains)
+
+    @property
+    def draws_any(self) -> bool:
+        """Whether a sweep draws anything (the plan's units or the incremental pairs)."""
+        return bool(self.plan.columns.size or self.fast or self.fast_chains)
+
+    def try_chain_pairs(self, X: np.ndarray) -> None:
+        """Take the incremental pair updates of ppl.inference.gibbs_chains for the global pairs
+        when every global unit is a pair of one binary latent and nothing is local (a local
+        latent or another global unit would move the pairs' quadratic form during a sweep), and
+        when they agree with the exact ones in every chain at X."""
+        from ppl.inference.gibbs_chains import ChainPairs
+
+        plan = self.plan
+        units = plan.globals_
+        if not self.gibbs_step:  # MF-SSVI keeps refusing global slabs (meanfield_sweep says so)
+            return
+        if plan.local or self.fast or not units or len({u.name for u in units}) != 1:
+            return
+        if any(u.binary is None or u.cont is None for u in units):
+            return
+        bm = self.rows.batch_model
+
+        def values(Y):
+            return gibbs._energies(plan, Y, False)[:, 0]
+
+        pairs = ChainPairs(plan, list(units), lambda Y: scaled_log_joint(bm, Y, {}), values)
+        with np.errstate(all="ignore"):
+            pairs.prepare(X)
+            K = pairs.K
+            ok = pairs.usable() and pairs.agrees(X, sorted({0, K // 2, K - 1}), self.rng)
+        if ok:
+            self.fast_chains = [pairs]
+            plan.globals_ = []
 
     def try_incremental(self, X: np.ndarray) -> None:
         """Take the incremental pair updates (ppl.inference.gibbs_quadratic) for a local binary
@@ -278,9 +334,19 @@ class LocalGlobal:
         for pairs in self.fast:
             pairs.prepare(X[0])
             gens.append(pairs.sweeps(X, n, rng))
+        last, exact = [], []
+        for pairs in self.fast_chains:
+            pairs.prepare(X)
+            if pairs.usable():
+                last.append(pairs.sweeps(X, n, rng))
+            else:  # a chain's globals where a slab is no proper Gaussian: the six-point update
+                exact += pairs.units
         for _ in range(n):
-            probs = [next(g)[None] for g in gens]
+            probs = [next(g) for g in gens]
             probs.append(gibbs.sweep(self.plan, X, rng))
+            if exact:  # (the chain pairs are the only global units, so their probs come last)
+                probs.append(gibbs.sweep(replace(self.plan, local=[], globals_=exact), X, rng))
+            probs += [next(g) for g in last]
             yield np.concatenate(probs, axis=1)
 
     def assemble(self, X: np.ndarray, v):
@@ -299,6 +365,44 @@ class LocalGlobal:
         bm = self.rows.batch_model
         return grad(lambda w: anp.sum(scaled_log_joint(bm, self.assemble(X, w), self.scales)))(v)
 
+    def values_gradients(self, X: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The (scaled) log joint (n,) and its gradient (n, nq) in q's coordinates at the n
+        states X, v in one call (the rows are separate points)."""
+        bm = self.rows.batch_model
+        vjp, values = make_vjp(lambda w: scaled_log_joint(bm, self.assemble(X, w), self.scales), v)
+        return np.asarray(values), vjp(np.ones(len(X)))
+
+    def global_signal(self, X: np.ndarray, kept: list, v: np.ndarray, sd: np.ndarray, rng):
+        """From the kept local states at q's draws v (X the last): the mean gradient of the
+        (scaled) log joint in q's coordinates, its curvature and the log joint's mean at the
+        last state; the gradient at each kept state, and at the last one moved along a random
+        +-1 direction r (the curvature's secant). `kept`: the states (S, D), all done in one
+        model call, or (values, gradients) already taken at each (states too big to copy)."""
+        count, S = len(kept), v.shape[0]
+        r = rng.choice([-1.0, 1.0], size=v.shape[1])
+        delta = 1e-2 * sd
+        with np.errstate(all="ignore"):
+            if isinstance(kept[0], tuple):
+                last = self.values_gradients(X, v + delta * r)
+                values, g = (np.concatenate(a) for a in zip(*kept, last, strict=True))
+            else:
+                values, g = self.values_gradients(
+                    np.concatenate(kept + [X]), np.concatenate([v] * count + [v + delta * r])
+                )
+        g_all = g[: count * S].reshape(count, S, -1)
+        lp = float(np.mean(values[(count - 1) * S : count * S]))
+        # Louis's identity: the marginal curvature is the complete-data one minus the variance
+        # of the complete-data gradient over the local draws (within each chain: across chains
+        # beta differs too)
+        spread = np.var(g_all, axis=0, ddof=1).mean(axis=0) if count > 1 else 0.0
+        spread = spread / self.weight  # (N/B)^2 sum over the batch -> N/B times it
+        g2 = g[count * S :].sum(axis=0)
+        g1 = g_all[-1].sum(axis=0)  # at the last kept state
+        complete = -((g2 - g1) * r / delta) / S
+        # the variance from 3 draws is noisy: it may take the curvature down at most 4 times
+        curvature = np.maximum(complete - spread, complete / 4)
+        return g_all.mean(axis=(0, 1)), curvature, lp
+
     def local_step(self, X: np.ndarray, burnin: int, samples: int, rng):
         """Sweeps on X in place; yields after each of the last `samples` sweeps (the probs)."""
         if not self.gibbs_step:
@@ -307,7 +411,7 @@ class LocalGlobal:
                 pairs.prepare(X[0])
                 gens.append(pairs.meanfield_sweeps(X, burnin + samples, rng))
             for k in range(burnin + samples):
-                probs = [next(g)[None] for g in gens]
+                probs = [next(g) for g in gens]
                 if self.plan.local or self.plan.globals_:
                     probs.append(meanfield_sweep(self.plan, X, rng, self))
                 if k >= burnin:
@@ -318,21 +422,62 @@ class LocalGlobal:
                 yield p
 
     def draws(self, result: SVIResult, rng: np.random.Generator, n: int) -> np.ndarray:
-        """n draws of the full vector (SVIResult.sample)."""
-        rows = self.rows
+        """n draws of the full vector (SVIResult.sample): the globals from q, the Gibbs part
+        by sweeps given them. Without local latents every draw is its own chain, all in
+        parallel (parallel_draws); with them (one chain of the whole data), draw j is one
+        more sweep of the chain; under --batch, each row's last Gibbs state."""
+        S = result.state.shape[0]
+        if isinstance(self.rows, AllRows) and self.draws_any and not self.plan.rows:
+            return np.concatenate([self.parallel_draws(result, rng, min(DRAW_BLOCK, n - a))
+                                   for a in range(0, n, DRAW_BLOCK)])  # fmt: skip
         out = np.zeros((n, self.model.dim))
-        full = isinstance(rows, AllRows)
+        full = isinstance(self.rows, AllRows)
         for j in range(n):
-            chain = j % result.state.shape[0]
+            chain = j % S
             x = result.state[chain].astype(float)
             x[result.q_columns] = result.mean + rng.standard_normal(len(result.mean)) * result.sd
-            if full and self.plan.columns.size:
+            if full and self.draws_any:
                 X = x[None].copy()
                 next(self.sweeps(X, 1, rng))
                 result.state[chain] = X[0]
                 x = X[0]
             out[j] = x
         return out
+
+    def parallel_draws(self, result: SVIResult, rng: np.random.Generator, n: int) -> np.ndarray:
+        """n independent draws: chain j starts at the fit's chain j % S with its own globals
+        from q, and all are swept in parallel until no binary coordinate still remembers its
+        start (its correlation across the n chains with its starting value under
+        FORGOTTEN, at least burnin + samples sweeps, at most MAX_DRAW_SWEEPS). Draws that
+        continued one chain (a sweep each) were as correlated as its sweeps: on Boston's
+        spike-and-slab the indicator of rad keeps 0.86 of its value from one sweep to the next
+        (rad and tax are correlated 0.91 and one pair moves at a time), so 1000 draws of 8
+        chains put its inclusion 0.12 off."""
+        S = result.state.shape[0]
+        X = result.state[np.arange(n) % S].astype(float)
+        X[:, result.q_columns] = (
+            result.mean + rng.standard_normal((n, len(result.mean))) * result.sd
+        )
+        binary = np.concatenate(
+            [self.plan.binary_columns] + [p.zc.ravel() for p in self.fast + self.fast_chains]
+        )
+        start = X[:, binary].copy()
+        least = result.burnin + result.samples
+        for t, _ in enumerate(self.sweeps(X, MAX_DRAW_SWEEPS, rng), start=1):
+            if t >= least and _remembered(start, X[:, binary]) < FORGOTTEN:
+                break
+        result.state[: min(n, S)] = X[:S]
+        return X
+
+
+def _remembered(start: np.ndarray, now: np.ndarray) -> float:
+    """The largest |correlation| across chains of a column's current value with its start
+    (columns constant in either: 0)."""
+    a, b = start - start.mean(axis=0), now - now.mean(axis=0)
+    norm = np.sqrt(np.sum(a * a, axis=0) * np.sum(b * b, axis=0))
+    with np.errstate(all="ignore"):
+        corr = np.where(norm > 0, np.sum(a * b, axis=0) / norm, 0.0)
+    return float(np.max(np.abs(corr))) if corr.size else 0.0
 
 
 def meanfield_sweep(plan: gibbs.GibbsPlan, X: np.ndarray, rng, fitter) -> np.ndarray:
@@ -401,30 +546,17 @@ def fit_local_global(
         X[:, fitter.q_batch] = v
         if not gibbs_step:
             fitter.mf_means = X.copy()
-        g_all, p_sum, count = [], 0.0, 0
+        kept, p_sum, count = [], 0.0, 0
         for p in fitter.local_step(X, burnin, samples, rng):
-            g_all.append(fitter.gradient(X, v))
+            # the states, for one model call after the sweeps, unless too big to copy
+            kept.append(X.copy() if X.size <= COPY_ELEMENTS else fitter.values_gradients(X, v))
             p_sum = p_sum + p.mean(axis=0)
             count += 1
-        g_sum = np.sum(g_all, axis=(0, 1))
-        # Louis's identity: the marginal curvature is the complete-data one minus the variance
-        # of the complete-data gradient over the local draws (within each chain: across chains
-        # beta differs too)
-        spread = np.var(np.array(g_all), axis=0, ddof=1).mean(axis=0) if count > 1 else 0.0
-        spread = spread / fitter.weight  # (N/B)^2 sum over the batch -> N/B times it
-        with np.errstate(all="ignore"):
-            lp = float(np.mean(scaled_log_joint(rows.batch_model, X, fitter.scales)))
-        r = rng.choice([-1.0, 1.0], size=len(mean))
-        delta = 1e-2 * sd
-        g2 = fitter.gradient(X, v + delta * r).sum(axis=0)
-        g1 = g_all[-1].sum(axis=0)  # at the last kept state, which X still is
-        complete = -((g2 - g1) * r / delta) / S
-        # the variance from 3 draws is noisy: it may take the curvature down at most 4 times
-        curvature = np.maximum(complete - spread, complete / 4)
+        g_mean, curvature, lp = fitter.global_signal(X, kept, v, sd, rng)
         state[:, cols] = X
         rho = shrink * step_size(t, tau, kappa)
         precision = (1 - rho) * precision + rho * np.maximum(curvature, 1e-3)
-        step = rho * (g_sum / (count * S)) / precision
+        step = rho * g_mean / precision
         limit = 3.0 / np.sqrt(precision)
         mean = mean + np.clip(step, -limit, limit)
         if not np.all(np.isfinite(mean)):
@@ -452,7 +584,8 @@ def fit_local_global(
     result = SVIResult(
         model, q_cols, mean, precision, state, inclusion, trace, t, converged,
         time.perf_counter() - start, gibbs_step, batch, burnin, samples, kappa, tau,
-        evaluations=fitter.plan.evaluations, grad_evals=t * (samples + 1) * S, fitter=fitter,
+        evaluations=fitter.plan.evaluations, fitter=fitter,
+        grad_evals=t * (samples + 1) * S + fitter.coefficient_gradients(),
         tol_rel_obj=tol_rel_obj,
     )  # fmt: skip
     result.elbo = _elbo(result, rows, history[-1] if history else float(np.mean(window)), rng)
@@ -518,9 +651,8 @@ def _inclusion(fitter: LocalGlobal, probs: np.ndarray) -> dict[str, np.ndarray]:
         return {}
     kept = probs[len(probs) // 2 :].mean(axis=0)
     out: dict[str, list] = {}
-    k = probs.shape[1] - sum(u.binary is not None for u in fitter.plan.globals_)
-    for u in fitter.plan.globals_:
-        if u.binary is not None:
-            out.setdefault(u.name, []).append(float(kept[k]))
-            k += 1
+    k = probs.shape[1] - len(fitter.global_units)  # theirs are the last columns
+    for u in fitter.global_units:
+        out.setdefault(u.name, []).append(float(kept[k]))
+        k += 1
     return {name: np.array(v) for name, v in out.items()}
