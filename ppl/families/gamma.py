@@ -108,15 +108,25 @@ def _dlogx_series(a, log_x):
     s = c.copy()
     t = np.zeros_like(a)
     h = np.zeros_like(a)
+    on = np.arange(len(a))  # the elements still summing (a draw far below the mode: a few terms)
+    ao, xo, co, so, to, ho = a, x, c, s.copy(), t.copy(), h.copy()
     for n in range(1, _SERIES_MAX_TERMS + 1):
-        an = a + n
-        c = c * x / an
-        h = h + 1.0 / an
-        s = s + c
-        t = t + c * h
+        an = ao + n
+        co = co * xo / an
+        ho = ho + 1.0 / an
+        so = so + co
+        to = to + co * ho
         # x < a + 1 makes the ratio x / (a + n) < 1 for n >= 1, so the terms decrease
-        if n % 4 == 0 and np.all(c * (1.0 + h) <= 1e-17 * s):
-            break
+        if n % 4 == 0:
+            going = co * (1.0 + ho) > 1e-17 * so
+            if not going.all():
+                s[on], t[on] = so, to
+                on = on[going]
+                if not len(on):
+                    break
+                ao, xo, co, so, to, ho = (v[going] for v in (ao, xo, co, so, to, ho))
+    if len(on):
+        s[on], t[on] = so, to
     return t - (log_x - digamma(a + 1.0)) * s
 
 
