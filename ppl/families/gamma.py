@@ -30,7 +30,8 @@ underflows (tests/families/test_gamma_family.py); finite and monotone for a up t
 
 Samples: ``scipy.special.gammaincinv`` (Halley-refined, accurate to ~1e-13 wherever x is a normal
 double) on a cold start; at uniforms quantiled before (fixed draws) by Halley steps from the last
-x, moved by the last d log x / da (ppl.families.gamma_quantile: 2-3x cheaper, to 1e-12). When x < 1e-100 (only for a < ~0.1) the exact small-x relation
+x, moved by the last d log x / da (ppl.families.gamma_quantile: 2-3x cheaper, to 1e-12). When
+x < 1e-100 (only for a < ~0.1) the exact small-x relation
 ``log P = a log x - log Gamma(a + 1) + O(x)`` gives ``log x = (log u + log Gamma(a + 1)) / a`` to
 double precision, which is eq. 10 in log space; it never underflows. ``gamma_sample_log`` returns
 that log x (and its gradient) for callers that work on the log scale; ``gamma_sample`` returns x,
