@@ -123,8 +123,7 @@ def fit_auto(
     what made the mode a suspect). `max_iter` caps every L-BFGS run (--iter), `max_evals` the
     gradients of the whole."""
     WARM.clear()  # the gamma quantiles' warm starts: a fit's numbers depend on its seed only
-    # the mode search leaves the first solve room for a few iterations and the Hessian
-    reserve = min(2 * dim + 16 * FIRST_DRAWS, max_evals // 4)
+    reserve = min(2 * dim + 16 * FIRST_DRAWS, max_evals // 4)  # a first solve's, the Hessian's
     mode = find_mode(log_joint, init, rng, progress=progress,
                      max_iter=capped(max(MODE_MAX_ITER, dim), max_iter),
                      max_evals=max(1, max_evals - reserve))  # fmt: skip
