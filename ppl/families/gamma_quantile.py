@@ -30,9 +30,10 @@ UPPER = 0.99
 #: ... and above 1/2 where dP / dt is below FLAT (a small shape: P's rounding is x f(x) times
 #: as much in t; with P at a = 1e-4, u = 0.98, x was 1.7e-11 off, with Q 2e-14).
 FLAT = 1e-2
-#: Warm starts kept (one per array of uniforms: a fixed-draw fit has one per gamma block), and
-#: the largest array cached (4000 output draws of 936 latents are drawn once, not solved on).
-CACHE_ENTRIES, CACHE_MAX_SIZE = 64, 1 << 18
+#: Warm starts kept (one per array of uniforms: a fixed-draw fit has one per gamma block), the
+#: largest array cached (4000 output draws of 936 latents are drawn once, not solved on), and
+#: the elements kept in all (4 arrays of float64 each: 64 MB).
+CACHE_ENTRIES, CACHE_MAX_SIZE, CACHE_TOTAL = 64, 1 << 18, 1 << 21
 
 
 class _WarmStarts:
@@ -62,8 +63,9 @@ class _WarmStarts:
         self.entries[key] = (u.copy(), a.copy(), log_x.copy(), None if slope is None else
                              np.array(slope, dtype=float))  # fmt: skip
         self.entries.move_to_end(key)
-        while len(self.entries) > CACHE_ENTRIES:
-            self.entries.popitem(last=False)
+        total = sum(entry[0].size for entry in self.entries.values())
+        while len(self.entries) > CACHE_ENTRIES or total > CACHE_TOTAL:
+            total -= self.entries.popitem(last=False)[1][0].size
 
     def slope(self, u: np.ndarray, a: np.ndarray, slope: np.ndarray) -> None:
         """Record d log x / da at the cached point for the next warm start, when that point's

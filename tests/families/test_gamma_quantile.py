@@ -69,3 +69,16 @@ def test_a_cold_start_is_gammaincinvs_and_other_uniforms_do_not_share_it():
     assert np.allclose(x[normal], ref[normal], rtol=1e-13, atol=0)  # (through log x)
     assert WARM.get(np.clip(u, U_MIN, U_MAX)) is not None
     assert WARM.get(np.clip(u[::-1], U_MIN, U_MAX)) is None
+
+
+def test_the_warm_starts_keep_a_bounded_number_of_elements():
+    from ppl.families.gamma_quantile import CACHE_MAX_SIZE, CACHE_TOTAL
+
+    WARM.clear()
+    rng = np.random.default_rng(0)
+    for _ in range(3 * CACHE_TOTAL // CACHE_MAX_SIZE):
+        u = rng.uniform(size=CACHE_MAX_SIZE)
+        WARM.put(u, np.ones_like(u), np.zeros_like(u))
+    assert sum(e[0].size for e in WARM.entries.values()) <= CACHE_TOTAL
+    assert WARM.get(u) is not None  # the newest is kept
+    WARM.clear()
