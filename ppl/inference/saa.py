@@ -233,13 +233,13 @@ def fit_fixed_draws(
 
         mark = len(trace)
         solve = NaturalSolve(log_joint, family, eps, counter, max_iter, first_draws / len(eps),
-                             step, _or_gamed(counter, race.stop(spent, rounds)), stall)  # fmt: skip
-        _watch(counter, rounds)
+                             step, _watched(counter, rounds, race.stop(spent, rounds)),
+                             stall)  # fmt: skip
         objective, opt, best, value = solve(theta, controls)
-        if controls and not race.lost and (counter["gamed"] or best is not None
-                and _exploited(log_joint, family, before, best, seed)):  # fmt: skip
+        if controls and best is not None and not race.lost \
+                and _exploited(log_joint, family, before, best, seed):  # fmt: skip
             # the fixed coefficients let the optimiser game the control variates: drop them
-            controls = counter["gamed"] = False
+            controls = False
             del trace[mark:]
             race.reset()
             objective, opt, best, value = solve(theta, controls)
@@ -286,10 +286,10 @@ def fit_fixed_draws(
     return result
 
 
-def _or_gamed(counter: dict, stop: Callable[[], bool]) -> Callable[[], bool]:
-    """`stop`, or once the solve's control variates are gamed (CV_TRUST) or its ELBO ran away
-    (RUNAWAY)."""
-    return lambda: counter["gamed"] or counter["ran_away"] or stop()
+def _watched(counter: dict, rounds: list, stop: Callable[[], bool]) -> Callable[[], bool]:
+    """`stop`, or once the new round's ELBO ran away (RUNAWAY; armed here)."""
+    _watch(counter, rounds)
+    return lambda: counter["ran_away"] or stop()
 
 
 #: A round after the first whose fixed-draw ELBO climbs above the previous round's optimum by
@@ -305,11 +305,11 @@ FRESH_DRAWS = 256
 
 
 def _watch(counter: dict, rounds: list) -> None:
-    """Arm the checks of a new round's solve (CV_TRUST, RUNAWAY)."""
+    """Arm a new round's RUNAWAY check."""
     last = rounds[-1]["elbo"] if rounds else None
     ok = last is not None and np.isfinite(last)
     counter["ceiling"] = last + RUNAWAY * (abs(last) + 1.0) if ok else None
-    counter["gamed"] = counter["ran_away"] = False
+    counter["ran_away"] = False
     counter["sane"] = (-np.inf, None)
 
 
@@ -491,18 +491,6 @@ def _negative_elbo(log_joint: Callable, family, eps: np.ndarray, counter: dict, 
     return NegativeElbo(log_joint, family, eps, counter, slopes)
 
 
-#: A solve with control variates stops, and is solved again without them (as when `_exploited`
-#: finds it after the solve), the moment their correction exceeds CV_TRUST times the plain
-#: estimate's Monte Carlo error at that point (the sd of log p over the draws / sqrt(draws)),
-#: plus one nat. Least squares gives a correction of the order of that error (the fitted values
-#: vary no more than log p); far beyond it the fixed coefficients are being gamed where the
-#: regression does not hold. On the edge partition model's plain start (1,872 features, 8
-#: draws) the solve spent 1,816 gradients on such a game (its ELBO at -1.6e149) before
-#: `_exploited` caught it. The margin is wide because that error, from the draws, is itself
-#: unreliable under a small shape: on a gamma(0.01, 1.01) posterior (seed 3) a legitimate
-#: correction reached 1,135 times it (100 here: the fit lost its rate, 0.86 for 1.01).
-CV_TRUST = 1e6
-
 #: Rows of draws per log-joint call when gradients at many points are batched into one call
 #: (as many as one 512-draw solve evaluates: no more memory than the fit itself needs).
 BATCH_ROWS = 512
@@ -516,17 +504,11 @@ class NegativeElbo:
         self.log_joint, self.family, self.eps = log_joint, family, eps
         self.counter, self.slopes = counter, slopes
 
-    def _terms(self, theta, zeta, entropy, mean_log_p, log_p=None):
+    def _terms(self, theta, zeta, entropy, mean_log_p):
         value = mean_log_p + entropy
         if self.slopes is not None:
             sample_means = anp.mean(self.family.control_features(zeta), axis=0)
-            correction = anp.sum(self.slopes * (sample_means - self.family.exact_means(theta)))
-            if log_p is not None:  # CV_TRUST
-                raw = np.asarray(getval(log_p), dtype=float)
-                error = float(np.std(raw) / np.sqrt(len(raw)))
-                if not abs(float(getval(correction))) <= CV_TRUST * error + 1.0:
-                    self.counter["gamed"] = True
-            value = value - correction
+            value = value - anp.sum(self.slopes * (sample_means - self.family.exact_means(theta)))
         return -value
 
     def __call__(self, theta):
@@ -536,7 +518,7 @@ class NegativeElbo:
         if np.all(np.isfinite(getval(values))):
             raw = np.asarray(getval(values), dtype=float)  # the plain ELBO's error (MC_STALL)
             self.counter["mc_error"] = float(np.std(raw) / np.sqrt(len(raw)))
-            out = self._terms(theta, zeta, entropy, anp.mean(values), values)
+            out = self._terms(theta, zeta, entropy, anp.mean(values))
         else:
             out = self._terms(theta, zeta, entropy, guarded_mean(self.log_joint, zeta))
         ceiling = self.counter.get("ceiling")
@@ -574,9 +556,8 @@ class NegativeElbo:
             rows = [self.family.draws(points[k], self.eps) for k in range(len(chunk))]
             values = self.log_joint(anp.concatenate([zeta for zeta, _ in rows]))
             finite[0] = bool(np.all(np.isfinite(getval(values))))
-            values = anp.reshape(values, (len(chunk), S))
-            means = anp.mean(values, axis=1)
-            return anp.sum(anp.stack([self._terms(points[k], zeta, entropy, means[k], values[k])
+            means = anp.mean(anp.reshape(values, (len(chunk), S)), axis=1)
+            return anp.sum(anp.stack([self._terms(points[k], zeta, entropy, means[k])
                                       for k, (zeta, entropy) in enumerate(rows)]))  # fmt: skip
 
         with np.errstate(all="ignore"):
