@@ -20,6 +20,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ppl.families.gamma_quantile import WARM
 from ppl.families.gaussian import FullRankGaussian
 from ppl.families.lowrank import LowRankGaussian, initial_factor
 from ppl.families.registry import FAMILIES
@@ -121,8 +122,8 @@ def fit_auto(
     """Steps 1-3 above; the result's `polish` dict records the road (mode, rounds, Hessian, and
     what made the mode a suspect). `max_iter` caps every L-BFGS run (--iter), `max_evals` the
     gradients of the whole."""
-    # the mode search leaves the first solve room for a few iterations and the Hessian
-    reserve = min(2 * dim + 16 * FIRST_DRAWS, max_evals // 4)
+    WARM.clear()  # the gamma quantiles' warm starts: a fit's numbers depend on its seed only
+    reserve = min(2 * dim + 16 * FIRST_DRAWS, max_evals // 4)  # a first solve's, the Hessian's
     mode = find_mode(log_joint, init, rng, progress=progress,
                      max_iter=capped(max(MODE_MAX_ITER, dim), max_iter),
                      max_evals=max(1, max_evals - reserve))  # fmt: skip
@@ -319,6 +320,10 @@ def low_rank(log_joint: Callable, first: SGVBResult, *, seed: int = 0,
                 for c in covariances or [None]]  # fmt: skip
     probe = fixed_normal_draws(PROBE_DRAWS, families[0].dim, seed + 7)
     scores = [elbo_on(log_joint, f, f.initial(), probe) for f in families]
+    if not np.isfinite(max(scores)):
+        # no solve starts from a non-finite ELBO (the edge partition model: 2,048 gradients on
+        # 1,024 draws to find that out)
+        raise CandidateFailed("its start has a non-finite ELBO on the probe draws", 0)
     family = families[int(np.argmax(scores))]
     return _gaussian_fit(log_joint, family, seed=seed, first_draws=family.dim + 2,
                          max_draws=LOW_RANK_MAX_DRAWS, max_evals=max_evals,

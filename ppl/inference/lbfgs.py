@@ -74,7 +74,8 @@ def lbfgs(
     """Minimise fun (returning value and gradient) from x0; `callback(iteration, value)` after
     every iteration; `stop()` True ends it before the next (a gradient budget spent); `stall`
     = (W, delta) ends it, converged, when the last W iterations lowered f by less than delta
-    in all (a creep along a flat ridge that ftol, per iteration, does not see)."""
+    (a number, or a function giving it now) in all (a creep along a flat ridge that ftol, per
+    iteration, does not see)."""
     x = np.array(x0, dtype=float)
     f, g = _evaluate(fun, x)
     history = deque(maxlen=stall[0] + 1 if stall else 1)
@@ -120,8 +121,9 @@ def lbfgs(
             message, success = "relative reduction of f below ftol", True
             break
         history.append(f)
-        if stall is not None and len(history) == history.maxlen and history[0] - f < stall[1]:
-            message, success = f"f fell by less than {stall[1]:g} in {stall[0]} iterations", True
+        delta = None if stall is None else (stall[1]() if callable(stall[1]) else stall[1])
+        if stall is not None and len(history) == history.maxlen and history[0] - f < delta:
+            message, success = f"f fell by less than {delta:g} in {stall[0]} iterations", True
             break
     hess_inv.pairs = list(pairs)
     return LBFGSResult(x, f, g, nit, nfev, success, message, hess_inv)
