@@ -52,6 +52,11 @@ def image_table(run: dict) -> str:
     head = (f"{a['image']} {a['size']} x {a['size']}, task {a['task']}: N = {run['N']:,} "
             f"patches, {run['observed']:.1%} of pixels observed, K = {a['K']}, B = {a['batch']}, "
             f"training budget {a['time_budget']:g} s per method, seed {a['seed']}")  # fmt: skip
+    if a.get("a", 1.0) != 1.0 or a.get("b", 1.0) != 1.0:
+        head += f", a = {a['a']:g}, b = {a['b']:g}"
+    if a.get("init_rows"):
+        head += (f"; globals started by {a['init_sweeps']} Gibbs sweeps on {a['init_rows']:,} "
+                 "random patches (timed as training)")  # fmt: skip
     rows = ["| method | PSNR (dB) | PSNR hidden pixels | iterations | training s | s / iteration |",
             "|---|---:|---:|---:|---:|---:|"]  # fmt: skip
     for name, r in run["results"].items():
