@@ -218,8 +218,17 @@ def prior_q(K: int, P: int, a: float, b: float, rng: np.random.Generator) -> tup
     return q0, start
 
 
-def gibbs_start(Y: np.ndarray, M: np.ndarray, K: int, *, rows: int, sweeps: int,
-                rng: np.random.Generator, a: float = 1.0, b: float = 1.0) -> GlobalQ:
+def gibbs_start(
+    Y: np.ndarray,
+    M: np.ndarray,
+    K: int,
+    *,
+    rows: int,
+    sweeps: int,
+    rng: np.random.Generator,
+    a: float = 1.0,
+    b: float = 1.0,
+) -> GlobalQ:
     """The paper's Table 1 start: the uncollapsed Gibbs sampler run for `sweeps` sweeps on
     `rows` rows drawn at random, then the global q that its last state implies for the whole
     data (prior + N / rows x the subset's statistics at the sampler's globals: the SVI target

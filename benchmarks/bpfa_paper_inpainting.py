@@ -153,7 +153,9 @@ def run_reference(problem: Problem, method: str, args, rng, curve: list) -> np.n
         start = ref["gibbs_start"](Y, M, K, rows=args.init_rows, sweeps=args.init_sweeps,
                                    rng=rng, a=args.a, b=args.b)  # fmt: skip
         offset = time.perf_counter() - began
-        print(f"    Gibbs start on {args.init_rows} rows x {args.init_sweeps} sweeps: {offset:.1f} s")
+        print(
+            f"    Gibbs start on {args.init_rows} rows x {args.init_sweeps} sweeps: {offset:.1f} s"
+        )
 
     def shifted(label, seconds, iteration, pred):
         monitor(label, seconds + offset, iteration, pred)
@@ -233,9 +235,13 @@ def arguments(argv=None) -> argparse.Namespace:
     ap.add_argument("--gibbs-every", type=int, default=5)
     ap.add_argument("--gibbs-burnin", type=int, default=10)
     ap.add_argument("--chunk", type=int, default=4000, help="rows per prediction chunk")
-    ap.add_argument("--a", type=float, default=1.0, help="pi ~ Beta(a / K, b (K - 1) / K); paper 10")
+    ap.add_argument(
+        "--a", type=float, default=1.0, help="pi ~ Beta(a / K, b (K - 1) / K); paper 10"
+    )
     ap.add_argument("--b", type=float, default=1.0)
-    ap.add_argument("--init-rows", type=int, default=0, help="Gibbs start on this many rows (0: prior)")
+    ap.add_argument(
+        "--init-rows", type=int, default=0, help="Gibbs start on this many rows (0: prior)"
+    )
     ap.add_argument("--init-sweeps", type=int, default=30)
     ap.add_argument("--kappa", type=float, default=0.75)
     ap.add_argument("--tau", type=float, default=1.0)
