@@ -40,6 +40,7 @@ IMAGE_RUNS = [
     "brick256_inpaint",
     "camera64_ppl",
     "camera128_ppl",
+    "camera256_ppl",
 ]
 SYNTHETIC_RUNS = ["synthetic_n10000", "synthetic_small_ppl", "synthetic_paper", "synthetic_dense"]
 
@@ -54,6 +55,14 @@ def image_table(run: dict) -> str:
     head = (f"{a['image']} {a['size']} x {a['size']}, task {a['task']}: N = {run['N']:,} "
             f"patches, {run['observed']:.1%} of pixels observed, K = {a['K']}, B = {a['batch']}, "
             f"training budget {a['time_budget']:g} s per method, seed {a['seed']}")  # fmt: skip
+    if a["time_budget"] >= 1e5:  # an iteration cap, not a time budget
+        cap = f"{a['max_iter']} iterations"
+        head = head.replace(f"training budget {a['time_budget']:g} s", cap)
+    if a.get("a", 1.0) != 1.0 or a.get("b", 1.0) != 1.0:
+        head += f", a = {a['a']:g}, b = {a['b']:g}"
+    if a.get("init_rows"):
+        head += (f"; globals started by {a['init_sweeps']} Gibbs sweeps on {a['init_rows']:,} "
+                 "random patches (timed as training)")  # fmt: skip
     rows = ["| method | PSNR (dB) | PSNR hidden pixels | iterations | training s | s / iteration |",
             "|---|---:|---:|---:|---:|---:|"]  # fmt: skip
     for name, r in run["results"].items():

@@ -53,30 +53,46 @@ def residual(Y: np.ndarray, M: np.ndarray, L: np.ndarray, Phi: np.ndarray) -> np
 
 
 def gibbs_local(R: np.ndarray, M: np.ndarray, Z: np.ndarray, W: np.ndarray, g: Globals,
-                rng: np.random.Generator) -> None:  # fmt: skip
+                rng: np.random.Generator, Mf: np.ndarray | None = None) -> None:  # fmt: skip
     """One sweep over k of blocked (z_ik, w_ik) draws for every row at once; Z, W, R in place.
 
     z's log-odds with w integrated out: logit(pi_k) + log N(0; ...) difference =
     logit(pi_k) + 0.5 log(gamma_w / lam) + 0.5 lam mu^2, lam = gamma_w + gamma_obs sum_p M phi^2,
     mu = gamma_obs sum_p M phi r^{-k} / lam; then w | z = 1 ~ N(mu, 1 / lam), w | z = 0 ~ prior.
+    Everything that does not depend on the residual (lam, the random numbers) is computed for all
+    k at once before the loop, so the loop is a few small numpy calls per atom (`Mf`: M as
+    floats, if the caller has it).
     """
-    Mf = M.astype(float)
-    logit_pi = np.log(g.pi) - np.log1p(-g.pi)
-    for k in range(Z.shape[1]):
-        phi = g.Phi[k]
-        old = Z[:, k] * W[:, k]
-        h = R @ phi + old * (Mf @ phi**2)  # (r^{-k}) . phi, without adding old back to R
-        lam = g.gamma_w + g.gamma_obs * (Mf @ phi**2)
-        mu = g.gamma_obs * h / lam
-        logodds = logit_pi[k] + 0.5 * np.log(g.gamma_w / lam) + 0.5 * lam * mu**2
-        z = rng.uniform(size=len(lam)) < expit(logodds)
-        eps = rng.standard_normal(len(lam))
-        w = np.where(z, mu + eps / np.sqrt(lam), eps / np.sqrt(g.gamma_w))
-        Z[:, k], W[:, k] = z, w
+    Mf = M.astype(float) if Mf is None else Mf
+    B, K = Z.shape
+    S2 = (g.Phi**2) @ Mf.T  # (K, B): sum_p M phi_k^2, rows contiguous per atom
+    lam = g.gamma_w + g.gamma_obs * S2
+    ratio = g.gamma_obs / lam
+    # z = 1 iff u < expit(logodds), i.e. logit(u) - logit(pi) - 0.5 log(gamma_w / lam) <
+    # 0.5 lam mu^2 = 0.5 ratio h^2 gamma_obs: the threshold on ratio h^2, for all k at once
+    u = rng.uniform(size=(K, B))
+    logit_pi = (np.log(g.pi) - np.log1p(-g.pi))[:, None]
+    threshold = (np.log(u) - np.log1p(-u) - logit_pi - 0.5 * np.log(g.gamma_w / lam)) * (
+        2.0 / g.gamma_obs
+    )
+    eps = rng.standard_normal((K, B))
+    slab_noise, prior_noise = eps / np.sqrt(lam), eps / np.sqrt(g.gamma_w)
+    Zt, Wt = np.empty((K, B), bool), np.empty((K, B))
+    Lt = np.ascontiguousarray((Z * W).T)
+    for k in range(K):
+        phi, old = g.Phi[k], Lt[k]
+        h = R @ phi
+        h += old * S2[k]  # (r^{-k}) . phi, without adding old back to R
+        mu = ratio[k] * h
+        z = Zt[k] = mu * h > threshold[k]
+        w = Wt[k] = np.where(z, mu + slab_noise[k], prior_noise[k])
         delta = z * w - old
         moved = np.flatnonzero(delta)
-        if len(moved):
-            R[moved] -= Mf[moved] * np.outer(delta[moved], phi)
+        if len(moved) > B // 4:
+            R -= Mf * np.multiply.outer(delta, phi)
+        elif len(moved):
+            R[moved] -= Mf[moved] * np.multiply.outer(delta[moved], phi)
+    Z[:], W[:] = Zt.T, Wt.T
 
 
 def sample_phi(R: np.ndarray, M: np.ndarray, L: np.ndarray, g: Globals,
@@ -202,18 +218,49 @@ def prior_q(K: int, P: int, a: float, b: float, rng: np.random.Generator) -> tup
     return q0, start
 
 
+def gibbs_start(
+    Y: np.ndarray,
+    M: np.ndarray,
+    K: int,
+    *,
+    rows: int,
+    sweeps: int,
+    rng: np.random.Generator,
+    a: float = 1.0,
+    b: float = 1.0,
+) -> GlobalQ:
+    """The paper's Table 1 start: the uncollapsed Gibbs sampler run for `sweeps` sweeps on
+    `rows` rows drawn at random, then the global q that its last state implies for the whole
+    data (prior + N / rows x the subset's statistics at the sampler's globals: the SVI target
+    with rho = 1), so SVI starts from a dictionary learnt on a subset, not from the prior."""
+    N, P = Y.shape
+    sub = np.sort(rng.choice(N, size=min(rows, N), replace=False))
+    Ys, Ms = Y[sub], M[sub]
+    Mf = Ms.astype(float)
+    g = Globals(rng.normal(0, 1 / np.sqrt(P), (K, P)), np.full(K, 1.0 / K), 1.0, 10.0)
+    Z, W = np.zeros((len(sub), K), bool), rng.normal(size=(len(sub), K))
+    R = residual(Ys, Ms, Z * W, g.Phi)
+    for _ in range(sweeps):
+        gibbs_local(R, Ms, Z, W, g, rng, Mf)
+        sample_phi(R, Ms, Z * W, g, rng)
+        sample_globals_rest(R, Ms, Z, W, g, a, b, rng)
+    q0, _ = prior_q(K, P, a, b, rng)
+    s, _ = gibbs_stats(Ys, Ms, Z, W, g, rng, 0, 3)
+    return target(q0, s, N / len(sub))
+
+
 def gibbs_stats(Y, M, Z, W, g: Globals, rng, burnin: int, samples: int) -> tuple[Stats, np.ndarray]:
     """Gibbs-SSVI's local step on a batch (Z, W warm starts, in place): `burnin` sweeps, then
     `samples` sweeps whose statistics are averaged; also the mean of Z .* W."""
     Mf = M.astype(float)
     R = residual(Y, M, Z * W, g.Phi)
     for _ in range(burnin):
-        gibbs_local(R, M, Z, W, g, rng)
+        gibbs_local(R, M, Z, W, g, rng, Mf)
     K, P = g.Phi.shape
     acc = Stats(np.zeros(K), len(Y), 0.0, 0.0, float(M.sum()), np.zeros((K, P)), np.zeros((K, P)))
     Lsum = np.zeros(Z.shape)
     for _ in range(samples):
-        gibbs_local(R, M, Z, W, g, rng)
+        gibbs_local(R, M, Z, W, g, rng, Mf)
         L = Z * W
         L2M = (L**2).T @ Mf
         acc.nz += Z.sum(0)
@@ -271,15 +318,19 @@ def svi(Y: np.ndarray, M: np.ndarray, K: int, *, local: str, batch: int, iterati
         rng: np.random.Generator, a: float = 1.0, b: float = 1.0, burnin: int = 3,
         samples: int = 3, sweeps: int = 5, kappa: float = 0.75, tau0: float = 1.0,
         monitor: Monitor | None = None, every: int = 100, predict: Callable | None = None,
-        time_budget: float = np.inf) -> GlobalQ:  # fmt: skip
+        time_budget: float = np.inf, start: GlobalQ | None = None,
+        at_seconds: tuple = ()) -> GlobalQ:  # fmt: skip
     """Stochastic VI over minibatches of rows, rho_t = (t + tau0)^-kappa. `local`: "gibbs"
     (Gibbs-SSVI: globals drawn from q, Gibbs on the batch's rows, warm-started), "mf-ssvi"
     (a draw, mean-field local), "mf-svi" (q's expectations, mean-field local: Hoffman et al.
-    2013). Every `every` iterations `monitor` gets `predict(q)` (training time only is timed)."""
+    2013). Every `every` iterations, and when the training clock passes each of `at_seconds`,
+    `monitor` gets `predict(q, Z, W)` (training time only is timed). `start`: the global q to
+    start from (gibbs_start's; default a random draw of Phi's means under the prior)."""
     N, P = Y.shape
     q0, q = prior_q(K, P, a, b, rng)
-    Z, W = np.zeros((N, K), bool), rng.normal(size=(N, K))
-    clock = 0.0
+    q = q if start is None else dataclasses.replace(start)
+    Z, W = np.zeros((N, K), bool), np.zeros((N, K))  # W is redrawn by the first sweep
+    clock, marks = 0.0, sorted(at_seconds)
     label = {"gibbs": "Gibbs-SSVI", "mf-ssvi": "MF-SSVI", "mf-svi": "MF-SVI"}[local]
     for t in range(1, iterations + 1):
         start = time.perf_counter()
@@ -297,10 +348,13 @@ def svi(Y: np.ndarray, M: np.ndarray, K: int, *, local: str, batch: int, iterati
             s, _ = meanfield_local(Y[rows], M[rows], g, Phi2, logit_pi, rng, sweeps)
         q.step(target(q0, s, N / batch), (t + tau0) ** -kappa)
         clock += time.perf_counter() - start
-        if monitor is not None and predict is not None and (t % every == 0 or t == iterations):
+        due = t % every == 0 or t == iterations or bool(marks and clock >= marks[0])
+        while marks and clock >= marks[0]:
+            marks.pop(0)
+        if monitor is not None and predict is not None and due:
             monitor(label, clock, t, predict(q, Z, W))
         if clock > time_budget:
-            if monitor is not None and predict is not None and t % every:
+            if monitor is not None and predict is not None and not due:
                 monitor(label, clock, t, predict(q, Z, W))
             break
     return q

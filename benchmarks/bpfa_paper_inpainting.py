@@ -147,6 +147,18 @@ def run_reference(problem: Problem, method: str, args, rng, curve: list) -> np.n
         )
         return last["pixels"]
     local = REFERENCE[method]
+    start, offset = None, 0.0
+    if args.init_rows:  # the paper's Table 1: globals from a short Gibbs run on a subset (timed)
+        began = time.perf_counter()
+        start = ref["gibbs_start"](Y, M, K, rows=args.init_rows, sweeps=args.init_sweeps,
+                                   rng=rng, a=args.a, b=args.b)  # fmt: skip
+        offset = time.perf_counter() - began
+        print(
+            f"    Gibbs start on {args.init_rows} rows x {args.init_sweeps} sweeps: {offset:.1f} s"
+        )
+
+    def shifted(label, seconds, iteration, pred):
+        monitor(label, seconds + offset, iteration, pred)
 
     def predict(q, Zs, Ws):
         return ref["predict_rows"](
@@ -161,12 +173,16 @@ def run_reference(problem: Problem, method: str, args, rng, curve: list) -> np.n
         batch=args.batch,
         iterations=args.max_iter,
         rng=rng,
-        monitor=monitor,
+        monitor=shifted,
         every=args.every,
         predict=predict,
-        time_budget=args.time_budget,
+        time_budget=args.time_budget - offset,
         kappa=args.kappa,
         tau0=args.tau,
+        a=args.a,
+        b=args.b,
+        start=start,
+        at_seconds=tuple(x - offset for x in args.at_seconds),
     )
     return last["pixels"]
 
@@ -213,9 +229,20 @@ def arguments(argv=None) -> argparse.Namespace:
     ap.add_argument("--time-budget", type=float, default=300.0, help="training s per method")
     ap.add_argument("--max-iter", type=int, default=10**7)
     ap.add_argument("--every", type=int, default=500, help="SVI iterations between PSNRs")
+    ap.add_argument("--at-seconds", type=float, nargs="*", default=[], help="and at these s")
+    ap.add_argument("--skip-baselines", action="store_true")
+    ap.add_argument("--merge", nargs="+", help="only combine these result JSONs into --json")
     ap.add_argument("--gibbs-every", type=int, default=5)
     ap.add_argument("--gibbs-burnin", type=int, default=10)
     ap.add_argument("--chunk", type=int, default=4000, help="rows per prediction chunk")
+    ap.add_argument(
+        "--a", type=float, default=1.0, help="pi ~ Beta(a / K, b (K - 1) / K); paper 10"
+    )
+    ap.add_argument("--b", type=float, default=1.0)
+    ap.add_argument(
+        "--init-rows", type=int, default=0, help="Gibbs start on this many rows (0: prior)"
+    )
+    ap.add_argument("--init-sweeps", type=int, default=30)
     ap.add_argument("--kappa", type=float, default=0.75)
     ap.add_argument("--tau", type=float, default=1.0)
     ap.add_argument("--ppl-iterations", type=int, nargs="+", default=[100, 300, 1000, 3000])
@@ -226,8 +253,21 @@ def arguments(argv=None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
+def merge(paths: list, out: str) -> int:
+    """One result JSON from runs of the same problem (e.g. the methods run as parallel
+    processes): the first file's settings, every file's results, and each run's arguments."""
+    runs = [json.loads(Path(p).read_text()) for p in paths]
+    merged = {**runs[0], "results": {}, "runs": [r["args"] for r in runs]}
+    for r in runs:
+        merged["results"].update(r["results"])
+    Path(out).write_text(json.dumps(merged, indent=1) + "\n")
+    return 0
+
+
 def main(argv=None) -> int:
     args = arguments(argv)
+    if args.merge:
+        return merge(args.merge, args.json)
     problem = Problem(load_image(args.image, args.size), args.task, args.seed)
     N = len(problem.Y)
     print(
@@ -236,7 +276,7 @@ def main(argv=None) -> int:
     )
     images = {"truth": problem.image, "corrupted": np.where(problem.seen, problem.values, 0)}
     results = {}
-    for name, pixels in baselines(problem).items():
+    for name, pixels in ({} if args.skip_baselines else baselines(problem)).items():
         results[name] = {"final": problem.score(pixels), "curve": []}
         images[name] = problem.image_from(pixels)
         print(f"  {name}: PSNR {results[name]['final']['psnr']:.2f}")

@@ -98,3 +98,35 @@ def test_samplers_predict_held_out_entries_from_prior_data():
     mse_ssvi = np.mean((pred - Y)[held] ** 2)
     assert mse_gibbs < 0.3 * baseline, (mse_gibbs, baseline)
     assert mse_ssvi < 0.3 * baseline, (mse_ssvi, baseline)
+
+
+def test_gibbs_start_is_the_q_of_a_subset_gibbs_run():
+    """gibbs_start (the paper's Table 1 start): its q predicts held-out entries of the whole
+    data from a Gibbs run on a fifth of the rows, and its natural parameters are scaled to N."""
+    rng = np.random.default_rng(6)
+    N, P, K = 1000, 12, 10
+    Y, *_ = ref["prior_draw"](N, P, 6, rng, a=3.0, b=1.0, gamma_obs=100.0)
+    held = rng.uniform(size=Y.shape) < 0.1
+    M = ~held
+    q = ref["gibbs_start"](Y, M, K, rows=200, sweeps=40, rng=rng)
+    assert abs(np.sum(q.e - 1.0) - N * K / 2) < 1e-6  # gamma_w's shape: e0 + N K / 2
+    assert abs(q.c - 1.0 - M.sum() / 2) < 0.15 * M.sum() / 2  # scaled from 200 rows to N
+    zeros = np.zeros((N, K))
+    pred = ref["predict_rows"](Y, M, q, zeros.astype(bool), zeros, local="gibbs", rng=rng,
+                               burnin=10, samples=10)  # fmt: skip
+    mse, baseline = np.mean((pred - Y)[held] ** 2), np.mean(Y[held] ** 2)
+    assert mse < 0.3 * baseline, (mse, baseline)
+    random_start = ref["prior_q"](K, P, 1.0, 1.0, rng)[1]
+    pred0 = ref["predict_rows"](Y, M, random_start, zeros.astype(bool), zeros, local="gibbs",
+                                rng=rng, burnin=10, samples=10)  # fmt: skip
+    assert mse < 0.5 * np.mean((pred0 - Y)[held] ** 2)
+
+
+def test_svi_monitors_at_the_requested_training_seconds():
+    rng = np.random.default_rng(7)
+    Y, *_ = ref["prior_draw"](200, 8, 3, rng)
+    seen = []
+    ref["svi"](Y, np.ones(Y.shape, bool), 4, local="gibbs", batch=20, iterations=10**6, rng=rng,
+               monitor=lambda label, s, t, pred: seen.append(s), every=10**9,
+               predict=lambda q, Z, W: None, time_budget=0.6, at_seconds=(0.2, 0.4))  # fmt: skip
+    assert len(seen) == 3 and seen[0] >= 0.2 and seen[1] >= 0.4 and seen[2] > 0.6, seen
