@@ -326,3 +326,21 @@ def test_gpfa_synthetic_prose_says_what_the_stored_run_says():
         errors = [amari[n, method] for n in sizes]
         assert errors == sorted(errors, reverse=True), method  # "the error falls with N"
     assert not any(r["converged"] for r in rows)  # "none met it in the stored run"
+
+
+def test_dsvi_student_t_elbo_gap_is_the_two_console_blocks():
+    """docs/dsvi.md's 'Its ELBO is 1.5 nats below the full-rank normal fit's (-109.9, ...)' is
+    the difference of the ELBO lines of its console block and docs/advi.md's example."""
+    import re
+
+    def elbo(doc: str) -> float:
+        return float(re.search(r"^ELBO: (\S+)", (ROOT / "docs" / doc).read_text(), re.M)[1])
+
+    student_t, normal = elbo("dsvi.md"), elbo("advi.md")
+    text = " ".join((ROOT / "docs" / "dsvi.md").read_text().split())
+    assert (f"Its ELBO is {normal - student_t:.1f} nats below the full-rank normal fit's "
+            f"({normal:.1f},") in text  # fmt: skip
+    bound = (ROOT / "tests" / "data" / "test_stream.py").read_text()
+    assert (
+        "< 0.75)" in bound and "< 0.2)" in bound
+    )  # "within 0.75 sd and ... 20%, the test's bounds"
