@@ -396,9 +396,24 @@ class Fit:
     def draws(self, name: str) -> np.ndarray:
         """One Stan variable's draws, shaped (draws, *its Stan shape)."""
         if name not in self.result.draws:
+            means = getattr(self.result.vi, "local_means", None) or {}
+            if getattr(self.result.vi, "summarised", False) and name in means:
+                raise PplError(
+                    f"'{name}' is a local latent kept as per-row means, not draws (too many "
+                    f"values: ppl.inference.local_rows); fit.local_means('{name}') has them, or "
+                    "refit with local_draws='all' (--local-draws all) to draw it"
+                )
             known = ", ".join(self.result.draws)
             raise PplError(f"no variable '{name}' in the fit; it has {known}")
         return np.asarray(self.result.draws[name])
+
+    def local_means(self, name: str) -> np.ndarray:
+        """A local latent's per-row means over the Gibbs draws at q's mean globals (--method
+        svi; `"Z .* W"` for E[Z * W] of a binary latent and its slab), shaped (rows, per row)."""
+        means = getattr(self.result.vi, "local_means", None) or {}
+        if name not in means:
+            raise PplError(f"no local means of '{name}'; the fit has {', '.join(means) or 'none'}")
+        return np.asarray(means[name])
 
     def summary(self):
         """A pandas DataFrame indexed by Stan's element names (`theta[1]`), with the CLI's

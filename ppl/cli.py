@@ -218,6 +218,13 @@ def _add_method_options(f) -> None:
         help="under --method svi, the local step: exact Gibbs sweeps (default) or a mean-field "
         "Bernoulli q per binary latent",
     )
+    f.add_argument(
+        "--local-draws",
+        default="auto",
+        choices=["auto", "all", "means"],
+        help="under --method svi, draws of the local latents (per-row ones): all, or per-row "
+        "means only (beyond 10 million values x draws under auto)",
+    )
     for flag, kind, default, text in (
         ("--burnin", int, 3, "Gibbs sweeps discarded per batch"),
         ("--samples", int, 3, "Gibbs sweeps kept per batch"),
@@ -548,6 +555,7 @@ def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
                 dof=args.dof,
                 schedule=args.schedule,
                 local=args.local,
+                local_draws=args.local_draws,
                 burnin=args.burnin,
                 samples=args.samples,
                 kappa=args.kappa,

@@ -86,6 +86,8 @@ def judge(result, log_joint, rng: np.random.Generator) -> None:
         diag["khat_not_used"] = True
         khat = 0.0
         result.warnings.append(IMPLICIT_TEXT)
+        if diag.get("psis_skipped"):  # its locals are per-row means: not even a stand-in check
+            result.warnings.append(diag["psis_skipped"])
     else:
         khat = _settled_khat(result, log_joint, rng, faults)
         faults += hidden_correlation_faults(result, log_joint, rng)

@@ -52,11 +52,14 @@ from scipy.special import expit
 
 from ppl.errors import ModelError
 from ppl.families.registry import GAUSSIAN
-from ppl.inference import gibbs
+from ppl.inference import gibbs, local_rows
 from ppl.inference.stopping import OptimumRule
 from ppl.ir.graph import build_graph
 from ppl.runtime.signals import Devectorise
 
+#: What a local latent's entry in fit.json (describe) holds.
+LOCAL_TEXT = ("per-row means of the Gibbs draws given q's mean globals, from a final pass over "
+              "every row (ppl.inference.local_rows)")  # fmt: skip
 WINDOW = 50  # iterations per stopping-rule window
 #: Draws swept in parallel at once (parallel_draws), and the most sweeps a draw gets.
 DRAW_BLOCK, MAX_DRAW_SWEEPS = 1000, 100
@@ -171,6 +174,11 @@ class SVIResult:
     polish: dict = field(default_factory=dict)
     fitter: object = None  # the LocalGlobal that made it: more sweeps for draws
     tol_rel_obj: float | None = None  # the relative rule's tolerance; None: the optimum rule
+    #: per-row means of the local latents from the final pass over every row (ppl.inference.
+    #: local_rows): {latent: (N, per row), "z .* w": E[z * w] of a binary latent and its slab}
+    local_means: dict = field(default_factory=dict)
+    summarised: bool = False  # the output keeps local_means, not draws, of the local latents
+    final_seconds: float = 0.0  # the final pass's share of `seconds`
     implicit_q = True  # the Gibbs part has no density: the verdict does not use k-hat
 
     @property
@@ -184,7 +192,7 @@ class SVIResult:
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """(n, D): globals from q; the Gibbs part from the chains, one more sweep per draw over
-        every row when the fit used all rows, else each row's last Gibbs state."""
+        every row (LocalGlobal.draws)."""
         return self.fitter.draws(self, rng, n)
 
     def log_q(self, zeta: np.ndarray) -> np.ndarray:
@@ -203,9 +211,14 @@ class SVIResult:
     def describe(self) -> dict[str, dict]:
         out = {}
         for lat in self.model.latents:
-            if lat.binary:
+            if lat.name in self.local_means:
+                out[lat.name] = {"family": "gibbs", "local": LOCAL_TEXT,
+                                 "shape": list(self.local_means[lat.name].shape)}  # fmt: skip
+                if not self.summarised and lat.binary:
+                    out[lat.name]["p"] = self.local_means[lat.name].ravel().tolist()
+            elif lat.binary:
                 p = self.inclusion.get(lat.name)
-                if p is None:  # local: the last states
+                if p is None:  # local without a final pass: the last states
                     p = self.state[:, lat.offset : lat.offset + lat.size].mean(axis=0)
                 out[lat.name] = {"family": "gibbs", "p": np.asarray(p).tolist()}
         at = {int(c): i for i, c in enumerate(self.q_columns)}
@@ -214,7 +227,7 @@ class SVIResult:
             if lat.size and all(c is not None for c in cols):
                 out[lat.name] = {"family": GAUSSIAN, "mean": self.mean[cols].tolist(),
                                  "sd": self.sd[cols].tolist()}  # fmt: skip
-            elif not lat.binary and lat.size:
+            elif not lat.binary and lat.size and lat.name not in out:
                 out[lat.name] = {"family": "gibbs"}
         return out
 
@@ -424,12 +437,14 @@ class LocalGlobal:
     def draws(self, result: SVIResult, rng: np.random.Generator, n: int) -> np.ndarray:
         """n draws of the full vector (SVIResult.sample): the globals from q, the Gibbs part
         by sweeps given them. Without local latents every draw is its own chain, all in
-        parallel (parallel_draws); with them (one chain of the whole data), draw j is one
-        more sweep of the chain; under --batch, each row's last Gibbs state."""
+        parallel (parallel_draws); with them, draw j's globals from q and one more sweep of
+        every row given them, B rows at a time (ppl.inference.local_rows)."""
         S = result.state.shape[0]
         if isinstance(self.rows, AllRows) and self.draws_any and not self.plan.rows:
             return np.concatenate([self.parallel_draws(result, rng, min(DRAW_BLOCK, n - a))
                                    for a in range(0, n, DRAW_BLOCK)])  # fmt: skip
+        if result.local_means:  # every row swept given each draw's globals
+            return local_rows.local_draws(self, result, rng, n)
         out = np.zeros((n, self.model.dim))
         full = isinstance(self.rows, AllRows)
         for j in range(n):
@@ -588,6 +603,10 @@ def fit_local_global(
         grad_evals=t * (samples + 1) * S + fitter.coefficient_gradients(),
         tol_rel_obj=tol_rel_obj,
     )  # fmt: skip
+    began = time.perf_counter()
+    result.local_means = local_rows.final_pass(fitter, result, rng)
+    result.final_seconds = time.perf_counter() - began
+    result.seconds += result.final_seconds
     result.elbo = _elbo(result, rows, history[-1] if history else float(np.mean(window)), rng)
     return result
 
@@ -634,7 +653,8 @@ def _elbo(result: SVIResult, rows, windowed: float, rng: np.random.Generator) ->
     """On all rows: the mean of log p - log q over 100 draws (log q the stand-in of
     SVIResult.log_q). Under --batch: the last window's mean (N / B-scaled) log joint at the Gibbs
     states plus q's Gaussian entropy, a cheap figure that leaves out the local part's entropy."""
-    if isinstance(rows, AllRows):
+    local = sum(x.size for x in result.local_means.values())
+    if isinstance(rows, AllRows) and local * 100 <= local_rows.LOCAL_DRAW_VALUES:
         zeta = result.sample(rng, 100)
         with np.errstate(all="ignore"):
             values = result.model.log_joint(zeta, binary=True) - result.log_q(zeta)

@@ -50,6 +50,7 @@ class FitOptions:
     samples: int = 3
     kappa: float = 0.75
     tau: float = 1.0
+    local_draws: str = "auto"  # auto | all | means (ppl.inference.local_rows)
 
 
 @dataclass

@@ -48,8 +48,13 @@ def make_result(model, vi, how, chosen, log_joint, rng, *, draws, seed, seconds,
     """Draws from q, constrained; PSIS k-hat against `log_joint` (or `checked`, from
     checked_draws); labels by `how`'s family policy: the fit's result."""
     start = time.perf_counter()
-    zeta, diagnostics = checked or checked_draws(vi, log_joint, rng, draws)
-    values = model.constrained_draws(zeta, rng)
+    if getattr(vi, "summarised", False):  # locals kept as per-row means: globals drawn, no PSIS
+        from ppl.inference.local_rows import summarised_draws
+
+        zeta, diagnostics, values = summarised_draws(model, vi, rng, draws)
+    else:
+        zeta, diagnostics = checked or checked_draws(vi, log_joint, rng, draws)
+        values = model.constrained_draws(zeta, rng)
     for name, arr in values.items():
         symbol = model.checked.symbols.get(name)
         declared_int = symbol is not None and symbol.stype.base == "int"

@@ -36,11 +36,14 @@ class SVI(CompositeMethod):
             raise ModelError("--burnin must be >= 0 and --samples >= 1")
         if o.checkpoint is not None:
             raise ModelError("--checkpoint/--resume: --method svi has no checkpoints yet")
+        if o.local_draws not in ("auto", "all", "means"):
+            raise ModelError(f"--local-draws {o.local_draws}: choose auto, all or means")
         if not 0.5 < o.kappa <= 1.0 or o.tau < 0:
             raise ModelError("--kappa must be in (0.5, 1] and --tau >= 0 (Robbins-Monro)")
 
     def fit(self, model, chosen, init, rng, options: FitOptions) -> Fitted:
         from ppl.inference.local_global import fit_local_global
+        from ppl.inference.local_rows import summarise_locals
 
         o = options
         vi = fit_local_global(
@@ -48,6 +51,7 @@ class SVI(CompositeMethod):
             samples=o.samples, kappa=o.kappa, tau=o.tau, max_iter=o.iterations,
             tol_rel_obj=o.tol_rel_obj, progress=o.progress,
         )  # fmt: skip
+        vi.summarised = summarise_locals(vi, o.draws, o.local_draws)
         return Fitted(vi, self, _families(model, vi))
 
     def method_text(self, result, rows: str) -> str:
