@@ -123,6 +123,18 @@ def summarise_locals(vi, draws: int, local_draws: str = "auto") -> bool:
     return size * draws > LOCAL_DRAW_VALUES
 
 
+def summarised_text(local: list[str], dropped: list[str]) -> str:
+    """The warning of a fit whose local latents are per-row means: what the outputs hold."""
+    names = ", ".join(local)
+    also = (f"; {', '.join(dropped)} (transformed parameters / generated quantities, which may "
+            "read them) are not drawn either" if dropped else "")  # fmt: skip
+    return (f"{names}: local latents kept as per-row means of the Gibbs draws at q's mean globals, "
+            f"not as draws (--local-draws means, or auto beyond {LOCAL_DRAW_VALUES:,} values x "
+            "draws); the summary and "
+            f"draws.csv hold the global latents only{also}. In Python fit.local_means(name) has "
+            "the means (the CLI writes none); --local-draws all draws them")  # fmt: skip
+
+
 def summarised_draws(model, vi, rng: np.random.Generator, n: int):
     """(zeta, diagnostics, values) of a fit whose locals are per-row means: n draws of the
     global latents only (q's Gaussian part; Gibbs-drawn globals at their last state),
@@ -139,7 +151,9 @@ def summarised_draws(model, vi, rng: np.random.Generator, n: int):
     values = bm.constrained_draws(zeta, rng)
     local = one.local
     keep = {lat.name for lat in model.latents if lat.name not in local}
+    dropped = [k for k in values if k not in keep and k not in local]
     values = {k: v for k, v in values.items() if k in keep}
+    vi.warnings.append(summarised_text(sorted(local), dropped))
     nan = np.full(n, np.nan)
     diagnostics = {"draws": n, "nonfinite_draws": 0, "log_p": nan, "log_q": nan.copy(),
                    "khat": float("nan"), "verdict": "usable", "elbo": None, "elbo_mcse": None,

@@ -90,6 +90,7 @@ def test_summarised_locals_say_so():
     diag = fit.result.diagnostics
     assert "PSIS k-hat was not computed" in diag["psis_skipped"]
     assert any("PSIS k-hat was not computed" in w for w in fit.warnings)
+    assert any(w.startswith("z: local latents kept as per-row means") for w in fit.warnings)
     assert diag["verdict"] in ("usable", "not reliable")
     # kept as draws by default at this size
     fit = model.fit(data, method="svi", batch=10, iterations=5, seed=1, draws=20, quiet=True)
