@@ -193,15 +193,20 @@ def run_ppl(problem: Problem, method: str, args, curve: list) -> np.ndarray | No
     bp = runpy.run_path(str(HERE / "bpfa_ppl.py"), run_name="bpfa_ppl")
     pixels = None
     for n in args.ppl_iterations:
+        if args.a != args.b:
+            raise SystemExit("ppl's rows take a = b (bpfa_ppl.fit_predict's `ab`)")
         out = bp["fit_predict"](problem.Y, problem.M, args.K, local=method.removeprefix("ppl-"),
                                 batch=args.batch, iterations=n, seed=args.seed,
-                                draws=args.ppl_draws)  # fmt: skip
+                                draws=args.ppl_draws, ab=args.a)  # fmt: skip
         if out is None:
             print(f"  {method}: this ppl has no `svi` method; skipped")
             return None
-        pred, seconds, _ = out
+        pred, seconds, fit = out
         pixels = problem.from_patches(pred)
         row = {"seconds": seconds, "iteration": n, **problem.score(pixels)}
+        final = getattr(fit.result.vi, "final_seconds", None)
+        if final is not None:  # the local step on every row after training, inside `seconds`
+            row["final_pass_seconds"] = final
         curve.append(row)
         print(f"    {method}: {n} iterations {seconds:.1f} s PSNR {row['psnr']:.2f}", flush=True)
         if seconds > args.time_budget:

@@ -1,6 +1,7 @@
 """ppl's generic stochastic VI (`--method svi --local gibbs|meanfield`) on BPFA, for the
 benchmarks bpfa_synthetic.py and bpfa_paper_inpainting.py: the per-patch model
-models/bpfa/bpfa_patches.model fitted to (Y, mask), and E[(Z .* W) Phi] from its draws."""
+models/bpfa/bpfa_patches.model fitted to (Y, mask), and E[(Z .* W) Phi] from its draws (or
+from its per-row means of Z .* W when N x K is too large for draws)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ def fit_predict(Y: np.ndarray, M: np.ndarray, K: int, *, local: str, batch: int,
                 iterations: int, seed: int, draws: int = 10, ab: float = 1.0,
                 **options) -> tuple[np.ndarray, float, object] | None:  # fmt: skip
     """(E[(Z .* W) Phi] over the fit's draws, fit seconds, the Fit); None without `svi`.
-    `ab`: the beta process's a = b."""
+    `ab`: the beta process's a = b. When the fit keeps its locals as per-row means (large
+    N x K: ppl.inference.local_rows), E[Z .* W] at q's mean globals times Phi's mean."""
     if not available():
         return None
     import ppl
@@ -37,6 +39,9 @@ def fit_predict(Y: np.ndarray, M: np.ndarray, K: int, *, local: str, batch: int,
     fit = model.fit(data, method="svi", local=local, batch=batch, iterations=iterations,
                     seed=seed, draws=draws, quiet=True, **options)  # fmt: skip
     seconds = time.perf_counter() - start
+    if getattr(fit.result.vi, "summarised", False):  # locals as per-row means (large N x K)
+        Phi = np.asarray(fit.draws("Phi"), dtype=float).reshape(-1, K, P).mean(axis=0)
+        return fit.local_means("Z .* W") @ Phi, seconds, fit
     Z = np.asarray(fit.draws("Z"), dtype=float).reshape(-1, N, K)
     W = np.asarray(fit.draws("W"), dtype=float).reshape(-1, N, K)
     Phi = np.asarray(fit.draws("Phi"), dtype=float).reshape(-1, K, P)
