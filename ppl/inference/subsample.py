@@ -77,9 +77,11 @@ class Batches:
         self.batch_model.data = data
         columns = []
         for lat in self.model.latents:
-            block = np.arange(lat.offset, lat.offset + lat.size)
-            if lat.name in self.local:
-                block = block.reshape(self.N, -1)[rows].ravel()
+            if lat.name in self.local:  # the rows' blocks, without spelling out every row's
+                width = lat.size // self.N
+                block = (lat.offset + np.asarray(rows)[:, None] * width + np.arange(width)).ravel()
+            else:
+                block = np.arange(lat.offset, lat.offset + lat.size)
             columns.append(block)
         self.columns = np.concatenate(columns) if columns else np.zeros(0, dtype=int)
 
