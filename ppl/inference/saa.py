@@ -269,11 +269,11 @@ def fit_fixed_draws(
             # ended "not converged" without this)
             check = whitened_draws(len(eps), family.dim, round_seed)
             settled = _predicted_move(log_joint, family, check, counter, theta, opt,
-                                      max_evals, rounds[-1]) <= MOVE_TOL  # fmt: skip
+                                      max_evals, rounds[-1], objective) <= MOVE_TOL  # fmt: skip
             break
         eps = whitened_draws(len(eps) * GROWTH, family.dim, round_seed)
         predicted = _predicted_move(log_joint, family, eps, counter, theta, opt, max_evals,
-                                    rounds[-1])  # fmt: skip
+                                    rounds[-1], objective)  # fmt: skip
         rounds[-1]["predicted_move"] = predicted
         if predicted <= MOVE_TOL:
             settled = True
@@ -634,16 +634,22 @@ def _control_slopes(log_joint: Callable, family, eps: np.ndarray, theta0: np.nda
 #: preconditioned conjugate gradients on the larger set's ELBO, the L-BFGS approximation the
 #: preconditioner, each Hessian product a difference of gradients along the search direction
 #: (its own length: the curvature over the move's scale), until two successive predictions
-#: agree within REFINE_AGREE, at most REFINE_STEPS products.
+#: fall on the same side of MOVE_TOL or agree within REFINE_AGREE, at most REFINE_STEPS
+#: products (the decision, not the number, is what is asked of it).
 REFINE_BAND = (0.7, 3.0)
 REFINE_STEPS, REFINE_AGREE = 3, 0.1
 
 
 def _predicted_move(log_joint, family, eps, counter, theta, opt, max_evals=None,
-                    record: dict | None = None) -> float:  # fmt: skip
+                    record: dict | None = None, solved=None) -> float:  # fmt: skip
     """How far the optimum would move on the draws `eps`: one gradient there, one quasi-Newton
     step with the last solve's inverse-Hessian approximation, refined (_refined_move) where
-    that is near MOVE_TOL; `record` gets the L-BFGS prediction and the products spent."""
+    that is near MOVE_TOL; `record` gets the L-BFGS prediction and the products spent.
+    `solved`: the objective theta was solved on, whose gradient there (the solve's own
+    remainder, not the draws') the refinement takes out of g: in a nearly flat direction of
+    q's parameters a Newton step turns a remainder the solve's stopping rule accepted into a
+    large move (lkj_varying_slopes: 0.063 predicted, 0.036 moved), which more draws do not
+    change."""
     objective = _negative_elbo(log_joint, family, eps, counter, theta)
     with np.errstate(all="ignore"):
         _, g = value_and_grad(objective)(theta)
@@ -657,6 +663,10 @@ def _predicted_move(log_joint, family, eps, counter, theta, opt, max_evals=None,
         return move
     room = REFINE_STEPS if max_evals is None else (max_evals - counter["evals"]) // len(eps)
     room = max(0, min(REFINE_STEPS, room))
+    if solved is not None:
+        with np.errstate(all="ignore"):
+            remainder = np.asarray(grad(solved)(theta), dtype=float)
+        g = g - remainder if np.all(np.isfinite(remainder)) else g
     refined, products = _refined_move(objective, family, theta, g, opt.hess_inv, move,
                                       room)  # fmt: skip
     if record is not None:
@@ -683,7 +693,8 @@ def _refined_move(objective, family, theta, g, inverse, move: float, steps: int)
             new = movement(family.changes(theta, theta + x))
         if not np.isfinite(new):
             return move, k + 1
-        agree, move = abs(new - move) <= REFINE_AGREE * new, new
+        same_side = (new <= MOVE_TOL) == (move <= MOVE_TOL)
+        agree, move = same_side or abs(new - move) <= REFINE_AGREE * new, new
         if agree:
             return move, k + 1
         z = np.asarray(inverse.matvec(r), dtype=float)
