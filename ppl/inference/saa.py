@@ -6,9 +6,10 @@ ordinary smooth function of q's parameters, so quasi-Newton steps take it to its
 of iterations ("DADVI", Giordano, Ingram & Broderick 2024). The optimum of a finite set is off the
 true one by its Monte Carlo error; Burroni, Domke & Sheldon (2024) grow the set between solves.
 Here: solve on a small scrambled-Sobol set; on a new set four times larger, take one gradient at
-that optimum and predict the optimum's move by the L-BFGS inverse-Hessian approximation; stop if
-q's means would move by less than `MOVE_TOL` sds and its sds by that fraction, else solve on the
-larger set from there, stop if it moved that little, and repeat.
+that optimum and predict the optimum's move by the L-BFGS inverse-Hessian approximation (by
+conjugate gradients where that is near the threshold: REFINE_BAND); stop if q's means would move
+by less than `MOVE_TOL` sds and its sds by that fraction, else solve on the larger set from
+there, stop if it moved that little, and repeat.
 """
 
 from __future__ import annotations
@@ -626,8 +627,9 @@ def _control_slopes(log_joint: Callable, family, eps: np.ndarray, theta0: np.nda
 
 
 #: The L-BFGS prediction of the optimum's move is off by its inverse-Hessian approximation,
-#: which depends on the solve's path: against the converged Newton step on the larger set it
-#: was 0.74-2.6 times as large on the accuracy suite, and on lotka_volterra's 128-draw round
+#: which depends on the solve's path: against the Newton step on the larger set (its Hessian
+#: from differences) it was 0.66-5.6 times as large, median 1.27, on the accuracy suite's
+#: Gaussian q's (35 rounds), and on lotka_volterra's 128-draw round
 #: it was 0.0706 or 0.0362 (the exact Newton step 0.0299 or 0.0298) as a gamma quantile
 #: differed by 1e-13, deciding whether a 512-draw round (31,000 gradients) ran. So where it is
 #: within that error of MOVE_TOL (between REFINE_BAND times it) the move is re-predicted by
