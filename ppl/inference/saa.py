@@ -264,21 +264,18 @@ def fit_fixed_draws(
         if max_evals is not None and counter["evals"] + len(eps) * GROWTH > max_evals:
             budget_ended = True  # no gradient on a larger set within the budget
             break
-        if len(eps) * GROWTH > max_draws:
-            # no larger set: whether an independent one of this size would move the optimum
-            # says if q settled (a 2000-dimensional Gaussian, solved on 2002 whitened draws,
-            # ended "not converged" without this)
-            check = whitened_draws(len(eps), family.dim, round_seed)
-            settled = _predicted_move(log_joint, family, check, counter, theta, opt,
-                                      max_evals, rounds[-1], objective) <= MOVE_TOL  # fmt: skip
-            break
-        eps = whitened_draws(len(eps) * GROWTH, family.dim, round_seed)
-        predicted = _predicted_move(log_joint, family, eps, counter, theta, opt, max_evals,
+        # no larger set: whether an independent one of this size would move the optimum says
+        # if q settled (a 2000-dimensional Gaussian, solved on 2002 whitened draws, ended "not
+        # converged" without this)
+        last = len(eps) * GROWTH > max_draws
+        draws = whitened_draws(len(eps) * (1 if last else GROWTH), family.dim, round_seed)
+        predicted = _predicted_move(log_joint, family, draws, counter, theta, opt, max_evals,
                                     rounds[-1], objective)  # fmt: skip
         rounds[-1]["predicted_move"] = predicted
-        if predicted <= MOVE_TOL:
-            settled = True
+        if predicted <= MOVE_TOL or last:
+            settled = predicted <= MOVE_TOL
             break
+        eps = draws
     settled = settled and not (spent() or budget_ended)
     warnings = _warnings(spent() or budget_ended, settled, value, rounds, max_evals)
     result = SGVBResult(family, theta, trace, -float(value), iterations, counter["evals"],
