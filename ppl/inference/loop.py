@@ -140,13 +140,16 @@ class LoopState:
 
 
 def _trial(objective, theta0: np.ndarray, eta: float, n_iter: int, seed: int, schedule,
-           checkpoint: Checkpointer | None = None):  # fmt: skip
+           checkpoint: Checkpointer | None = None, average: bool = False):  # fmt: skip
     """Run ``n_iter`` iterations at step size ``eta``; return (ELBO or -inf, iterations, reason).
     A stop request (SIGINT/SIGTERM under --checkpoint) ends the search at once: it has nothing
-    worth saving yet."""
+    worth saving yet. `average`: judge the mean of the second half's iterates (what the loop
+    returns), not the last one, whose noise grows with eta (score-function gradients: the
+    last iterate's noise made the search prefer eta 0.01, at which the fit then crawled)."""
     rng = np.random.default_rng(seed)  # same draws for every eta: a fair comparison
     theta = theta0.copy()
     steps = schedule(theta.size)
+    total, counted = np.zeros_like(theta), 0
     for k in range(1, n_iter + 1):
         if checkpoint is not None and checkpoint.stop_signal is not None:
             name = signal.Signals(checkpoint.stop_signal).name
@@ -159,7 +162,9 @@ def _trial(objective, theta0: np.ndarray, eta: float, n_iter: int, seed: int, sc
         theta = theta + eta * steps.direction(out[0])
         if not np.all(np.isfinite(theta)):
             return -np.inf, k, f"variational parameters overflowed (iteration {k})"
-    elbo = objective.elbo(theta)
+        if average and 2 * k > n_iter:
+            total, counted = total + theta, counted + 1
+    elbo = objective.elbo(total / counted if counted else theta)
     if not np.isfinite(elbo):
         return -np.inf, n_iter, "non-finite ELBO"
     return elbo, n_iter, ""
@@ -174,6 +179,7 @@ def adapt_eta(
     schedule=StanStepSize,
     checkpoint: Checkpointer | None = None,
     grid: tuple[float, ...] = ETA_GRID,
+    average: bool = False,
 ) -> tuple[float, int, list[tuple[float, float]]]:
     """Stan's adapt_eta: try the eta grid from the same start; keep the best by ELBO, stop once
     it gets worse."""
@@ -181,7 +187,8 @@ def adapt_eta(
     trials: list[tuple[float, float]] = []
     reasons: list[str] = []
     for eta in grid:
-        elbo, n, reason = _trial(objective, theta0, eta, adapt_iter, seed, schedule, checkpoint)
+        elbo, n, reason = _trial(objective, theta0, eta, adapt_iter, seed, schedule, checkpoint,
+                                 average)  # fmt: skip
         used += n
         trials.append((eta, float(elbo)))
         reasons.append(f"eta={eta:g}: " + (reason or f"ELBO {elbo:.6g}"))
@@ -323,7 +330,7 @@ def _start(
         counters = objective.counters()
         eta, adapt_used, trials = adapt_eta(
             objective, theta0, objective.elbo(theta0) if windowed else elbo0, adapt[0],
-            adapt[1], schedule, checkpoint, adapt[2],
+            adapt[1], schedule, checkpoint, adapt[2], average=windowed,
         )  # fmt: skip
         if windowed:  # its dropped-draw count is the fit's (the search's trials may overflow)
             objective.set_counters(counters)

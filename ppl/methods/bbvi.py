@@ -32,8 +32,10 @@ class BBVI(CompositeMethod):
 
     def method_text(self, result, rows: str) -> str:
         vi = result.vi
+        searched = getattr(vi, "adapt_iterations", 0)
+        how = f" (searched in {searched} iterations)" if searched else ""
         return (f"BBVI ({vi.estimator} score-function gradients, {steps_text(vi)}, eta "
-                f"{vi.eta:g}, {vi.grad_samples} draws per step)")  # fmt: skip
+                f"{vi.eta:g}{how}, {vi.grad_samples} draws per step)")  # fmt: skip
 
 
 def fit_bbvi(model, chosen, init, rng, *, batch, estimator, grad_samples, **options):
