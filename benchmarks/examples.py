@@ -83,8 +83,6 @@ EXAMPLES: dict[str, tuple[list[str] | None, list[str]]] = {
             f"{M}/gamma_normal/liver.json",
             "--method",
             "bbvi",
-            "--eta",
-            "0.1",
         ],
     ),
     "spike_slab": (None, [f"{M}/spike_slab/spike_slab.model", f"{M}/spike_slab/boston13.csv"]),

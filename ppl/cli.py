@@ -285,7 +285,7 @@ def _add_run_options(f) -> None:
         "--eta",
         type=float,
         default=None,
-        help="fixed step size (default: adapted for ADVI; 1 for bbvi and binary parameters)",
+        help="fixed step size (default: adapted; 1 for binary parameters under auto)",
     )
     f.add_argument(
         "--grad-samples",

@@ -29,6 +29,7 @@ from ppl.inference import loop
 from ppl.inference.checkpoint import Checkpointer
 from ppl.inference.estimators import ESTIMATORS, LogJointTerms, log_joint_terms, score_gradient
 from ppl.inference.optimizers import make_optimizer
+from ppl.inference.stepsize import SCORE_ETA_GRID
 
 __all__ = ["ESTIMATORS", "BBVIResult", "ScoreObjective", "fit_bbvi", "fit_stochastic",
            "setup_bbvi"]  # fmt: skip
@@ -51,6 +52,7 @@ class BBVIResult:
     grad_samples: int = 100
     averaged: bool = True
     stopped_by: str = ""  # the loop's test that ended the fit (ppl.inference.loop.LoopResult)
+    adapt_iterations: int = 0  # iterations of the step-size search (not in `iterations`)
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         return self.family.sample(self.theta, rng, n)
@@ -69,6 +71,12 @@ class FamilyObjective:
     windowed = True  # the loop judges it by the mean of its per-iteration estimates
     steps = dropped = 0
     elbo_samples = 1000
+    search_seed = 0  # the step-size search's draws: the same for every candidate eta
+
+    def elbo(self, theta: np.ndarray) -> float:
+        """The ELBO on fixed draws (common random numbers): what the step-size search compares
+        its candidates by (a windowed objective's loop otherwise judges its own estimates)."""
+        return self.fresh_elbo(theta, np.random.default_rng(self.search_seed), self.elbo_samples)
 
     def gradient(self, theta: np.ndarray, rng: np.random.Generator):
         self.steps += 1
@@ -183,6 +191,7 @@ def chain(first: BBVIResult, second: BBVIResult) -> BBVIResult:
     phase's marked as such: its "not converged" is not the result's)."""
     second.iterations += first.iterations
     second.grad_evals += first.grad_evals
+    second.adapt_iterations += first.adapt_iterations
     shifted = [(i + first.iterations, e) for i, e in second.elbo_trace]
     second.elbo_trace = first.elbo_trace + shifted
     earlier = [f"(first phase, Gaussian start) {w}" for w in first.warnings]
@@ -203,28 +212,37 @@ def fit_stochastic(
     seed: int = 0,
     progress: Callable[[int, float | None], None] | None = None,
     checkpoint: Checkpointer | None = None,
+    search: bool = False,
 ) -> BBVIResult:
     """A score-function objective in the stochastic fits' loop (Stan's steps at eta = 1 unless
-    given, or a named optimiser), until the windowed ELBO stops changing."""
+    given, or a named optimiser), until the windowed ELBO stops changing.
+
+    `search` (Stan's steps, no eta given): eta is chosen by Stan's search over 1, 0.1, 0.01, each
+    candidate judged by the ELBO on the same fixed draws (``FamilyObjective.elbo``), so the
+    comparison is not Monte Carlo noise. Stan's steps move every parameter by about eta at
+    first whatever its gradient, and a log sd moved by +3 makes q's draws overflow
+    (docs/bbvi.md)."""
     rng = np.random.default_rng(seed)
     theta0 = np.array(theta0, dtype=float)
     if optimizer == "stan":
-        eta = 1.0 if eta is None else eta
+        eta = 1.0 if eta is None and not search else eta
         schedule, step = loop.step_rule(optimizer, eta, theta0.size)
     else:
         schedule, step = loop.step_rule(optimizer, eta, theta0.size)
         options = {} if eta is None else {"eta": eta}
         eta = make_optimizer(optimizer, theta0.size, **options).options.get("eta", float("nan"))
     objective.elbo_samples = elbo_samples
+    objective.search_seed = seed + 1
     out = loop.run(
         objective, theta0, rng, max_iter=max_iter, tol_rel_obj=tol_rel_obj, eval_elbo=eval_elbo,
         eta=step, schedule=schedule, average=True, backoff=False, name="BBVI",
-        progress=progress, checkpoint=checkpoint,
+        progress=progress, checkpoint=checkpoint, adapt_seed=seed + 2, eta_grid=SCORE_ETA_GRID,
     )  # fmt: skip
     return BBVIResult(
         objective, out.theta, out.trace, out.elbo, out.iterations, out.iterations,
-        out.converged, eta, out.seconds, getattr(objective, "estimator", ""), optimizer,
-        warnings=out.warnings, stopped_by=out.stopped_by,
+        out.converged, out.eta if optimizer == "stan" else eta, out.seconds,
+        getattr(objective, "estimator", ""), optimizer, warnings=out.warnings,
+        stopped_by=out.stopped_by, adapt_iterations=out.adapt_iterations,
     )  # fmt: skip
 
 

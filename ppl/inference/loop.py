@@ -28,6 +28,7 @@ fit takes the finished stages' results from the checkpoint and resumes the one u
 
 from __future__ import annotations
 
+import copy
 import signal
 import time
 from collections import deque
@@ -131,17 +132,24 @@ class LoopState:
     # iterates can drift, a little at a time, to where half the draws fail; one step back from
     # there is still there, and no smaller step helps).
     safe: np.ndarray | None = None
+    # The step rule as it was at `safe`: gradients drawn where q overflows can push its
+    # squared-gradient history to inf, which freezes those coordinates for good (a step of
+    # g / inf); going back to `safe` goes back to its history too.
+    safe_steps: Any = None
     given_up: str = ""  # why the loop stopped early with its candidate (no stable step found)
 
 
 def _trial(objective, theta0: np.ndarray, eta: float, n_iter: int, seed: int, schedule,
-           checkpoint: Checkpointer | None = None):  # fmt: skip
+           checkpoint: Checkpointer | None = None, average: bool = False):  # fmt: skip
     """Run ``n_iter`` iterations at step size ``eta``; return (ELBO or -inf, iterations, reason).
     A stop request (SIGINT/SIGTERM under --checkpoint) ends the search at once: it has nothing
-    worth saving yet."""
+    worth saving yet. `average`: judge the mean of the second half's iterates (what the loop
+    returns), not the last one, whose noise grows with eta (score-function gradients: the
+    last iterate's noise made the search prefer eta 0.01, at which the fit then crawled)."""
     rng = np.random.default_rng(seed)  # same draws for every eta: a fair comparison
     theta = theta0.copy()
     steps = schedule(theta.size)
+    total, counted = np.zeros_like(theta), 0
     for k in range(1, n_iter + 1):
         if checkpoint is not None and checkpoint.stop_signal is not None:
             name = signal.Signals(checkpoint.stop_signal).name
@@ -154,7 +162,9 @@ def _trial(objective, theta0: np.ndarray, eta: float, n_iter: int, seed: int, sc
         theta = theta + eta * steps.direction(out[0])
         if not np.all(np.isfinite(theta)):
             return -np.inf, k, f"variational parameters overflowed (iteration {k})"
-    elbo = objective.elbo(theta)
+        if average and 2 * k > n_iter:
+            total, counted = total + theta, counted + 1
+    elbo = objective.elbo(total / counted if counted else theta)
     if not np.isfinite(elbo):
         return -np.inf, n_iter, "non-finite ELBO"
     return elbo, n_iter, ""
@@ -168,14 +178,17 @@ def adapt_eta(
     seed: int,
     schedule=StanStepSize,
     checkpoint: Checkpointer | None = None,
+    grid: tuple[float, ...] = ETA_GRID,
+    average: bool = False,
 ) -> tuple[float, int, list[tuple[float, float]]]:
     """Stan's adapt_eta: try the eta grid from the same start; keep the best by ELBO, stop once
     it gets worse."""
     best_eta, best_elbo, used = None, -np.inf, 0
     trials: list[tuple[float, float]] = []
     reasons: list[str] = []
-    for eta in ETA_GRID:
-        elbo, n, reason = _trial(objective, theta0, eta, adapt_iter, seed, schedule, checkpoint)
+    for eta in grid:
+        elbo, n, reason = _trial(objective, theta0, eta, adapt_iter, seed, schedule, checkpoint,
+                                 average)  # fmt: skip
         used += n
         trials.append((eta, float(elbo)))
         reasons.append(f"eta={eta:g}: " + (reason or f"ELBO {elbo:.6g}"))
@@ -208,6 +221,7 @@ def run(
     schedule: Callable[[int], Any] = StanStepSize,
     adapt_iter: int = 50,
     adapt_seed: int = 0,
+    eta_grid: tuple[float, ...] = ETA_GRID,
     average: bool = True,
     backoff: bool = True,
     name: str = "ADVI",
@@ -245,7 +259,7 @@ def run(
             objective, np.array(theta0, dtype=float), eta, schedule, windowed,
             new_rule=lambda elbo0: StoppingRule(max_iter, eval_elbo, tol_rel_obj or
                                                 STAN_TOL_REL_OBJ, elbo0),
-            adapt=(adapt_iter, adapt_seed), progress=progress, checkpoint=checkpoint,
+            adapt=(adapt_iter, adapt_seed, eta_grid), progress=progress, checkpoint=checkpoint,
             optimum=tol_rel_obj is None,
         )  # fmt: skip
     moments = _moments(objective)
@@ -299,12 +313,12 @@ def run(
 
 def _start(
     objective, theta0: np.ndarray, eta: float | None, schedule, windowed: bool, *,
-    new_rule: Callable[[float | None], StoppingRule], adapt: tuple[int, int],
+    new_rule: Callable[[float | None], StoppingRule], adapt: tuple[int, int, tuple],
     progress, checkpoint: Checkpointer | None, optimum: bool = False,
 ) -> LoopState:  # fmt: skip
     """The state at iteration 0 of a fresh fit: eta adapted over Stan's grid when not given
-    (`adapt`: its iterations per trial and its seed). `optimum`: ended by the optimum rule,
-    which decreases eta itself by phases (so Stan's sequence loses its t^-1/2 decay)."""
+    (`adapt`: its iterations per trial, its seed and the grid). `optimum`: ended by the optimum
+    rule, which decreases eta itself by phases (so Stan's sequence loses its t^-1/2 decay)."""
     if optimum and schedule is StanStepSize:
         schedule = PhaseStepSize
     elbo0 = None if windowed else objective.elbo(theta0)
@@ -313,9 +327,13 @@ def _start(
     adapt_used, trials = 0, []
     if eta is None:
         start_phase(progress, "step-size adaptation (Stan's eta grid)")
+        counters = objective.counters()
         eta, adapt_used, trials = adapt_eta(
-            objective, theta0, elbo0, adapt[0], adapt[1], schedule, checkpoint
-        )
+            objective, theta0, objective.elbo(theta0) if windowed else elbo0, adapt[0],
+            adapt[1], schedule, checkpoint, adapt[2], average=windowed,
+        )  # fmt: skip
+        if windowed:  # its dropped-draw count is the fit's (the search's trials may overflow)
+            objective.set_counters(counters)
     no_elbo = -np.inf if elbo0 is None else elbo0
     return LoopState(
         theta=theta0.copy(),
@@ -342,7 +360,7 @@ def _gradient(objective, s: LoopState, rng: np.random.Generator):
     if out is None or not np.all(np.isfinite(out[0])):
         return None
     if objective.dropped_of_draws()[0] == dropped:
-        s.safe = s.theta
+        s.safe, s.safe_steps = s.theta, copy.deepcopy(s.steps)
     return out
 
 
@@ -364,6 +382,7 @@ def _step_back(objective, s: LoopState, name: str) -> None:
                        f"{objective.where(s.theta)}" + ADVICE)  # fmt: skip
     if s.safe is not None and s.safe is not s.theta:
         restored = s.safe
+        s.steps = copy.deepcopy(s.safe_steps)
     elif s.history:
         restored = s.history.pop()
     else:

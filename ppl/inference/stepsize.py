@@ -6,6 +6,10 @@ import numpy as np
 
 #: Stan's grid of candidate base step sizes, tried from largest to smallest.
 ETA_GRID: tuple[float, ...] = (100.0, 10.0, 1.0, 0.1, 0.01)
+#: The grid for score-function fits (BBVI): Stan's first step moves every parameter by about
+#: eta whatever its gradient, and a logit moved by 10 saturates a Bernoulli q for good (its
+#: score gradient p (1 - p) vanishes), a log sd moved by 10 makes q's draws overflow.
+SCORE_ETA_GRID: tuple[float, ...] = (1.0, 0.1, 0.01)
 
 _TAU = 1.0  # keeps the step bounded when the gradient history is tiny
 _PRE, _POST = 0.9, 0.1  # exponential weights of the squared-gradient history

@@ -26,14 +26,16 @@ class BBVI(CompositeMethod):
             model, chosen, init, rng, max_iter=o.iterations, tol_rel_obj=o.tol_rel_obj,
             eta=o.eta, grad_samples=o.grad_samples or 100, estimator=o.estimator,
             optimizer=o.optimizer or "stan", progress=o.progress, batch=o.batch,
-            checkpoint=o.checkpoint,
+            checkpoint=o.checkpoint, search=True,
         )  # fmt: skip
         return Fitted(vi, self, chosen)
 
     def method_text(self, result, rows: str) -> str:
         vi = result.vi
+        searched = getattr(vi, "adapt_iterations", 0)
+        how = f" (searched in {searched} iterations)" if searched else ""
         return (f"BBVI ({vi.estimator} score-function gradients, {steps_text(vi)}, eta "
-                f"{vi.eta:g}, {vi.grad_samples} draws per step)")  # fmt: skip
+                f"{vi.eta:g}{how}, {vi.grad_samples} draws per step)")  # fmt: skip
 
 
 def fit_bbvi(model, chosen, init, rng, *, batch, estimator, grad_samples, **options):
@@ -45,6 +47,7 @@ def fit_bbvi(model, chosen, init, rng, *, batch, estimator, grad_samples, **opti
     from ppl.families.composite import MixedFamily, blocks_of
     from ppl.inference.bbvi import ScoreObjective, chain, fit_stochastic
     from ppl.inference.estimators import log_joint_terms
+    from ppl.inference.stopping import STAN_TOL_REL_OBJ
 
     gaussian = gaussian_first(chosen)
     family = MixedFamily(blocks_of(model, gaussian), model.dim)
@@ -61,7 +64,10 @@ def fit_bbvi(model, chosen, init, rng, *, batch, estimator, grad_samples, **opti
     else:
         terms = log_joint_terms(model, family.rvs(theta0, rng, 2), rng)
         objective = ScoreObjective(family, terms, estimator, grad_samples)
-    result = fit_stochastic(objective, theta0, seed=int(rng.integers(2**31)), **options)
+    first = dict(options)
+    if gaussian != chosen and first.get("tol_rel_obj") is None:
+        first["tol_rel_obj"] = STAN_TOL_REL_OBJ  # only a warm start: the second stage is judged
+    result = fit_stochastic(objective, theta0, seed=int(rng.integers(2**31)), **first)
     if gaussian != chosen:
         rich = MixedFamily(blocks_of(model, chosen), model.dim)
         theta0 = rich.moved_from(family, result.theta)
@@ -74,5 +80,5 @@ def fit_bbvi(model, chosen, init, rng, *, batch, estimator, grad_samples, **opti
         result = chain(result, second)
     result.estimator = estimator
     result.grad_samples = grad_samples
-    result.grad_evals = result.iterations * grad_samples
+    result.grad_evals = (result.iterations + result.adapt_iterations) * grad_samples
     return result
