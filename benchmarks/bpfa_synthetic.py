@@ -79,21 +79,87 @@ def run_oracle(kind: str, Y, M, truth, rows, rng) -> np.ndarray:
     return L @ truth.Phi
 
 
+def meanfield_draw(Y, M, g, rng: np.random.Generator, sweeps: int = 5) -> np.ndarray:
+    """One draw of Z .* W from the mean-field local q (q(z_ik) q(w_ik) by coordinate ascent
+    given the globals `g`, as bpfa_gibbs.meanfield_local with a global draw: MF-SSVI's)."""
+    B, K = len(Y), g.Phi.shape[0]
+    Mf = M.astype(float)
+    theta, m, v = np.full((B, K), 0.5), np.zeros((B, K)), np.full((B, K), 1 / g.gamma_w)
+    El = theta * m
+    R = np.where(M, Y - El @ g.Phi, 0.0)
+    S2 = Mf @ (g.Phi**2).T
+    logit_pi = np.log(g.pi) - np.log1p(-g.pi)
+    for _ in range(sweeps):
+        for k in range(K):
+            phi = g.Phi[k]
+            h = R @ phi + El[:, k] * S2[:, k]
+            prec = g.gamma_w + g.gamma_obs * theta[:, k] * S2[:, k]
+            m[:, k], v[:, k] = g.gamma_obs * theta[:, k] * h / prec, 1 / prec
+            t = logit_pi[k] + g.gamma_obs * (
+                m[:, k] * h - 0.5 * (m[:, k] ** 2 + v[:, k]) * S2[:, k]
+            )
+            theta[:, k] = 1 / (1 + np.exp(-t))
+            new = theta[:, k] * m[:, k]
+            R -= Mf * np.outer(new - El[:, k], phi)
+            El[:, k] = new
+    Z = rng.uniform(size=(B, K)) < theta
+    return Z * (m + rng.standard_normal((B, K)) * np.sqrt(v))
+
+
+def predictive_draws(Y, M, q, Z, W, kind: str, rng, n: int) -> list:
+    """`n` draws (Z .* W) Phi of the rows' predictive (eq. 12: the globals drawn from q, then
+    the local variables from the method's local q, a Gibbs chain from the row's last state:
+    3 burn-in sweeps), each with its gamma_obs: [(fit, gamma_obs)]."""
+    out = []
+    for _ in range(n):
+        g = q.draw(rng)
+        if kind == "gibbs":
+            _, L = ref["gibbs_stats"](Y, M, Z.copy(), W.copy(), g, rng, 3, 1)
+        else:
+            L = meanfield_draw(Y, M, g, rng)
+        out.append((L @ g.Phi, g.gamma_obs))
+    return out
+
+
+def scores(pred: np.ndarray, draws: list, Y, hidden, mean, sd) -> dict:
+    """The held-out scores of one checkpoint (hidden entries of the evaluation rows): `mse`,
+    the posterior predictive mean's squared error on Y's scale (the headline); `mse_std`, the
+    same on the standardised scale; `mse_draw`, the expected squared error of a predictive draw
+    y* = f + noise (f a draw of (z .* w) Phi, noise of variance 1 / gamma_obs; the noise's part
+    is added in expectation), averaged over `draws`."""
+    sd_b = np.broadcast_to(sd, Y.shape)[hidden]
+    err = (pred * sd + mean - Y)[hidden]
+    out = {"mse": float(np.mean(err**2)), "mse_std": float(np.mean((err / sd_b) ** 2))}
+    if draws:
+        d = [np.mean(((f * sd + mean - Y)[hidden]) ** 2) + np.mean(sd_b**2) / go for f, go in draws]
+        out["mse_draw"] = float(np.mean(d))
+    return out
+
+
 def run_method(method: str, Y, M, truth, args, rng) -> dict:
-    """One fit; its held-out MSE (on Y's scale, at the hidden entries of the evaluation rows)
-    at checkpoints of training seconds, and per iteration."""
+    """One fit; its held-out scores (`scores`: on Y's scale, at the hidden entries of the
+    evaluation rows) at checkpoints of training seconds, and per iteration."""
     curve = []
     ev = args.eval
     hidden = ~M[ev]
     Yf, mean, sd = standardise(Y, M) if args.standardise else (Y, 0.0, 1.0)
+    sampler_draws: list = []
 
     def monitor(label, seconds, iteration, pred):
-        pred = (pred if len(pred) == len(ev) else pred[ev]) * sd + mean
-        mse = float(np.mean((pred - Y[ev])[hidden] ** 2))
-        curve.append({"seconds": seconds, "iteration": iteration, "mse": mse})
-        print(
-            f"    {label}: it {iteration:>6} {seconds:8.1f} s  held-out MSE {mse:.4f}", flush=True
-        )
+        pred, draws = pred if isinstance(pred, tuple) else (pred, sampler_draws)
+        pred = pred if len(pred) == len(ev) else pred[ev]
+        point = {"seconds": seconds, "iteration": iteration,
+                 **scores(pred, draws, Y[ev], hidden, mean, sd)}  # fmt: skip
+        curve.append(point)
+        extra = "".join(f"  {k} {point[k]:.4f}" for k in ("mse_draw", "mse_std") if k in point)
+        print(f"    {label}: it {iteration:>6} {seconds:8.1f} s  held-out MSE {point['mse']:.4f}"
+              f"{extra}", flush=True)  # fmt: skip
+        if args.progress:
+            Path(args.progress).write_text(json.dumps({"method": method, "seed": args.seed,
+                                                       "curve": curve}) + "\n")  # fmt: skip
+
+    def sampler_state(it, L, g):
+        sampler_draws[:] = [(L[ev] @ g.Phi, g.gamma_obs)]
 
     if method.startswith("oracle-"):
         start = time.process_time()
@@ -104,7 +170,7 @@ def run_method(method: str, Y, M, truth, args, rng) -> dict:
     elif method == "gibbs":
         ref["gibbs_sampler"](Yf, M, args.K, iterations=args.gibbs_iterations, rng=rng,
                              burnin=args.gibbs_burnin, a=args.ab, b=args.ab,
-                             monitor=monitor, every=args.gibbs_every,
+                             monitor=monitor, every=args.gibbs_every, state=sampler_state,
                              time_budget=args.gibbs_budget or args.time_budget)  # fmt: skip
     elif method.startswith("ppl-"):
         run_ppl(method, Yf, M, args, monitor)
@@ -113,8 +179,10 @@ def run_method(method: str, Y, M, truth, args, rng) -> dict:
         kind = "gibbs" if local == "gibbs" else "mf"
 
         def predict(q, Z, W):
-            return ref["predict_rows"](Yf[ev], M[ev], q, Z[ev], W[ev], rng=rng, burnin=3,
+            pred = ref["predict_rows"](Yf[ev], M[ev], q, Z[ev], W[ev], rng=rng, burnin=3,
                                        samples=5, local=kind)  # fmt: skip
+            draws = predictive_draws(Yf[ev], M[ev], q, Z[ev], W[ev], kind, rng, args.draws)
+            return pred, draws
 
         ref["svi"](Yf, M, args.K, local=local, batch=args.batch, iterations=args.max_iter,
                    rng=rng, a=args.ab, b=args.ab, monitor=monitor, every=args.every,
@@ -124,7 +192,7 @@ def run_method(method: str, Y, M, truth, args, rng) -> dict:
         return {}
     last = curve[-1]
     return {
-        "mse": last["mse"],
+        **{k: v for k, v in last.items() if k.startswith("mse")},
         "seconds": last["seconds"],
         "iterations": last["iteration"],
         "seconds_per_iteration": last["seconds"] / last["iteration"],
@@ -201,6 +269,8 @@ def parser() -> argparse.ArgumentParser:
         default=[30, 60, 120, 300],
         help="training seconds at which the MSEs are also compared",
     )
+    ap.add_argument("--draws", type=int, default=3, help="predictive draws for `mse_draw`")
+    ap.add_argument("--progress", help="rewrite this file with the curve at every checkpoint")
     ap.add_argument("--json")
     ap.add_argument(
         "--merge",
