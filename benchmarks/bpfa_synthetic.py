@@ -44,13 +44,18 @@ class CpuClock:
 
 
 def make_data(N: int, D: int, K: int, seed: int, ab: float = 10.0, held: float = 0.075,
-              gen_a: float | None = None):  # fmt: skip
+              gen_a: float | None = None, phi_var: float | None = None):  # fmt: skip
     """(Y, observed mask, truth): prior data (a = b = `ab`; a = `gen_a` if given, for denser
     rows: K a / (a + b (K - 1)) atoms per row) with `held` of the entries hidden; truth = the
-    globals that made it (for the `oracle-*` diagnostics)."""
+    globals that made it (for the `oracle-*` diagnostics). `phi_var`: the variance of Phi's
+    entries if not the paper's 1 / D (its "N(0, D^-1 I)" read with D^-1 as a precision: D)."""
     rng = np.random.default_rng(seed)
     a = ab if gen_a is None else gen_a
-    Y, Z, _, Phi, pi = ref["prior_draw"](N, D, K, rng, a=a, b=ab, gamma_w=1.0, gamma_obs=100.0)
+    Y, Z, W, Phi, pi = ref["prior_draw"](N, D, K, rng, a=a, b=ab, gamma_w=1.0, gamma_obs=100.0)
+    if phi_var is not None:  # the same draws, Phi rescaled
+        scale = np.sqrt(phi_var * D)
+        Y = Y + (Z * W) @ (Phi * (scale - 1))
+        Phi = Phi * scale
     truth = ref["Globals"](Phi, np.clip(pi, 1e-300, 1 - 1e-16), 1.0, 100.0)
     truth.atoms = Z.sum(1)  # atoms per row
     return Y, rng.uniform(size=Y.shape) >= held, truth
@@ -226,6 +231,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--batch", type=int, default=250)
     ap.add_argument("--ab", type=float, default=10.0, help="beta-process a = b (paper: 10)")
     ap.add_argument("--gen-a", type=float, help="the data's a (not the paper's: a sensitivity)")
+    ap.add_argument("--gen-phi-var", type=float, help="the data's var(Phi_kd) (paper: 1 / D)")
     ap.add_argument("--methods", nargs="+", default=["gibbs-ssvi", "mf-ssvi", "gibbs"])
     ap.add_argument("--time-budget", type=float, default=300.0, help="training s per method")
     ap.add_argument("--max-iter", type=int, default=10**7)
@@ -292,9 +298,14 @@ def main(argv=None) -> int:
     runs = []
     for seed in args.seeds:
         args.seed = seed
-        Y, M, truth = make_data(args.N, args.D, args.K_true, seed, args.ab, gen_a=args.gen_a)
+        Y, M, truth = make_data(args.N, args.D, args.K_true, seed, args.ab, gen_a=args.gen_a,
+                                phi_var=args.gen_phi_var)  # fmt: skip
         order = np.random.default_rng(seed + 1000).permutation(args.N)
         args.eval = np.sort(order[: args.eval_rows])
+        # a held-out whole row has no observed entry: every method predicts it by the prior
+        # predictive mean, the observed column means (the standardised scale's 0)
+        col_mean = np.where(M, Y, 0.0).sum(0) / M.sum(0)
+        mse_rows = float(np.mean((Y - col_mean)[args.eval][~M[args.eval]] ** 2))
         print(
             f"seed {seed}: N = {args.N}, D = {args.D}, {args.K_true} true atoms, K = {args.K}; "
             f"{(~M).sum()} held-out entries ({(~M[args.eval]).sum()} scored); zero predictor MSE "
@@ -305,8 +316,9 @@ def main(argv=None) -> int:
             start = time.perf_counter()
             out = run_method(method, Y, M, truth, args, np.random.default_rng(seed))
             if out:
+                wall = time.perf_counter() - start
                 runs.append(
-                    {"seed": seed, "method": method, **out, "wall": time.perf_counter() - start}
+                    {"seed": seed, "method": method, **out, "mse_rows": mse_rows, "wall": wall}
                 )
     summary = summarise(runs, args.methods, args.checkpoints)
     if args.json:
