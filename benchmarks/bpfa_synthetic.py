@@ -126,15 +126,17 @@ def predictive_draws(Y, M, q, Z, W, kind: str, rng, n: int) -> list:
     return out
 
 
-def scores(pred: np.ndarray, draws: list, Y, hidden, mean, sd) -> dict:
+def scores(pred: np.ndarray, draws: list, Y, hidden, mean, sd, sd_data) -> dict:
     """The held-out scores of one checkpoint (hidden entries of the evaluation rows): `mse`,
     the posterior predictive mean's squared error on Y's scale (the headline); `mse_std`, the
-    same on the standardised scale; `mse_draw`, the expected squared error of a predictive draw
-    y* = f + noise (f a draw of (z .* w) Phi, noise of variance 1 / gamma_obs; the noise's part
-    is added in expectation), averaged over `draws`."""
+    same on the standardised scale (errors divided by the columns' sds `sd_data`); `mse_draw`,
+    the expected squared error of a predictive draw y* = f + noise (f a draw of
+    (z .* w) Phi, noise of variance 1 / gamma_obs, its part added in expectation), averaged
+    over `draws`."""
     sd_b = np.broadcast_to(sd, Y.shape)[hidden]
     err = (pred * sd + mean - Y)[hidden]
-    out = {"mse": float(np.mean(err**2)), "mse_std": float(np.mean((err / sd_b) ** 2))}
+    std_err = err / np.broadcast_to(sd_data, Y.shape)[hidden]
+    out = {"mse": float(np.mean(err**2)), "mse_std": float(np.mean(std_err**2))}
     if draws:
         d = [np.mean(((f * sd + mean - Y)[hidden]) ** 2) + np.mean(sd_b**2) / go for f, go in draws]
         out["mse_draw"] = float(np.mean(d))
@@ -148,13 +150,14 @@ def run_method(method: str, Y, M, truth, args, rng) -> dict:
     ev = args.eval
     hidden = ~M[ev]
     Yf, mean, sd = standardise(Y, M) if args.standardise else (Y, 0.0, 1.0)
+    sd_data = standardise(Y, M)[2]
     sampler_draws: list = []
 
     def monitor(label, seconds, iteration, pred):
         pred, draws = pred if isinstance(pred, tuple) else (pred, sampler_draws)
         pred = pred if len(pred) == len(ev) else pred[ev]
         point = {"seconds": seconds, "iteration": iteration,
-                 **scores(pred, draws, Y[ev], hidden, mean, sd)}  # fmt: skip
+                 **scores(pred, draws, Y[ev], hidden, mean, sd, sd_data)}  # fmt: skip
         curve.append(point)
         extra = "".join(f"  {k} {point[k]:.4f}" for k in ("mse_draw", "mse_std") if k in point)
         print(f"    {label}: it {iteration:>6} {seconds:8.1f} s  held-out MSE {point['mse']:.4f}"
