@@ -357,10 +357,35 @@ def summarise(runs: list[dict], methods: list[str], checkpoints: list[float]) ->
             "runs": len(mine),
             "at": at,
         }
+        for score in ("mse_draw", "mse_std", "mse_rows"):
+            if all(score in r for r in mine):
+                summary[method][f"{score}_mean"] = float(np.mean([r[score] for r in mine]))
         print(f"{method:<16}{mse.mean():>9.4f} +- {mse.std():.4f}{spi:>15.3f}"
               f"{int(np.mean([r['iterations'] for r in mine])):>12}"
               + "".join(f"{v:>10.4f}" for v in at.values()))  # fmt: skip
+    pair = paired(runs, "gibbs-ssvi", "mf-ssvi")
+    if pair:
+        summary["paired"] = pair
+        print("Gibbs-SSVI - MF-SSVI over seeds: " + "; ".join(
+            f"{k} {v['mean']:+.5f} +- {v['se']:.5f} (lower in {v['lower']}/{v['n']})"
+            for k, v in pair.items()))  # fmt: skip
     return summary
+
+
+def paired(runs: list[dict], first: str, second: str) -> dict:
+    """Per score, `first` - `second` over the seeds both were run on: mean, standard error
+    (sd / sqrt(n)), n, and in how many seeds `first` was the lower."""
+    by = {(r["seed"], r["method"]): r for r in runs}
+    seeds = sorted(s for s, m in by if m == first and (s, second) in by)
+    out = {}
+    for score in ("mse", "mse_draw", "mse_std"):
+        d = np.array([by[s, first][score] - by[s, second][score] for s in seeds
+                      if score in by[s, first] and score in by[s, second]])  # fmt: skip
+        if len(d) > 1:
+            se = float(d.std(ddof=1) / np.sqrt(len(d)))
+            out[score] = {"mean": float(d.mean()), "se": se, "n": len(d),
+                          "lower": int((d < 0).sum())}  # fmt: skip
+    return out
 
 
 def merge(out: str, inputs: list[str], checkpoints: list[float]) -> None:
