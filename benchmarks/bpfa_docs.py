@@ -44,7 +44,7 @@ IMAGE_RUNS = [
 ]
 SYNTHETIC_RUNS = ["synthetic_n10000", "synthetic_small_ppl", "synthetic_paper", "synthetic_dense"]
 SCORE_RUNS = ["synthetic_seeds", "synthetic_phivar"]  # with the other readings of "MSE"
-CURVE_RUNS = ["synthetic_sampler"]
+CURVE_RUNS = ["synthetic_sampler", "synthetic_dense_sampler"]
 # the paper's sec. 5.1 "predictive mean squared errors" (mean +- sd over its 100 experiments)
 PAPER_MSE = {"gibbs-ssvi": "0.022 +- 0.002", "mf-ssvi": "0.027 +- 0.004", "gibbs": "0.020 +- 0.002"}
 
