@@ -113,6 +113,8 @@ def synthetic_head(a: dict) -> str:
             f"a = b = {a['ab']:g}, B = {a['batch']}, "
             f"{'standardised' if a['standardise'] else 'raw scale'}, d0 = {a['d0']:g}, "
             f"rho_t = (t + {a['tau0']:g})^-{a['kappa']:g}")  # fmt: skip
+    if a.get("gen_a"):
+        head += f"; the data's a = {a['gen_a']:g} (the fit's a = b = {a['ab']:g})"
     if a.get("gen_phi_var"):
         head += f"; the data's Phi entries of variance {a['gen_phi_var']:g} (not 1 / D)"
     return head
@@ -190,9 +192,9 @@ def sampler_curve_table(run: dict) -> str:
             "MSE, standardised scale |", "|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     for r in run["runs"]:
         curve = r["curve"]
-        keep = {c["iteration"] for c in curve if c["iteration"] % 10 == 0} | {
-            curve[-1]["iteration"]
-        }
+        step = 10 if curve[-1]["iteration"] <= 100 else 50
+        keep = {c["iteration"] for c in curve if c["iteration"] in (10, 20, 30)
+                or c["iteration"] % step == 0} | {curve[-1]["iteration"]}  # fmt: skip
         for c in curve:
             if c["iteration"] in keep:
                 scores = " | ".join(f"{c[k]:.4f}" for k in ("mse", "mse_draw", "mse_std"))
