@@ -43,6 +43,10 @@ IMAGE_RUNS = [
     "camera256_ppl",
 ]
 SYNTHETIC_RUNS = ["synthetic_n10000", "synthetic_small_ppl", "synthetic_paper", "synthetic_dense"]
+SCORE_RUNS = ["synthetic_seeds", "synthetic_phivar"]  # with the other readings of "MSE"
+CURVE_RUNS = ["synthetic_sampler", "synthetic_dense_sampler"]
+# the paper's sec. 5.1 "predictive mean squared errors" (mean +- sd over its 100 experiments)
+PAPER_MSE = {"gibbs-ssvi": "0.022 +- 0.002", "mf-ssvi": "0.027 +- 0.004", "gibbs": "0.020 +- 0.002"}
 
 
 def load(name: str) -> dict | None:
@@ -104,6 +108,100 @@ def synthetic_table(run: dict) -> str:
     return head + "\n\n" + "\n".join(rows) + "\n"
 
 
+def synthetic_head(a: dict) -> str:
+    head = (f"N = {a['N']:,}, D = {a['D']}, {a['K_true']} true atoms, K = {a['K']} fitted, "
+            f"a = b = {a['ab']:g}, B = {a['batch']}, "
+            f"{'standardised' if a['standardise'] else 'raw scale'}, d0 = {a['d0']:g}, "
+            f"rho_t = (t + {a['tau0']:g})^-{a['kappa']:g}")  # fmt: skip
+    if a.get("gen_a"):
+        head += f"; the data's a = {a['gen_a']:g} (the fit's a = b = {a['ab']:g})"
+    if a.get("gen_phi_var"):
+        head += f"; the data's Phi entries of variance {a['gen_phi_var']:g} (not 1 / D)"
+    return head
+
+
+def synthetic_scores_table(run: dict) -> str:
+    """Per method: seeds, the three readings of "predictive MSE" (mean +- sd over seeds), the
+    paper's number; then the paired Gibbs-SSVI - MF-SSVI differences."""
+    a, summary = run["args"], run["summary"]
+    rows_mse = [r["mse_rows"] for r in run["runs"] if "mse_rows" in r]
+    head = synthetic_head(a) + f"; CPU seconds of training: SVI {a['time_budget']:g} s per seed"
+    if "gibbs" in summary:
+        sweeps = sorted({r["iterations"] for r in run["runs"] if r["method"] == "gibbs"})
+        head += f", Gibbs sampler {', '.join(map(str, sweeps))} sweeps"
+    if rows_mse:
+        head += (f"; held-out whole rows (every method predicts the column means): "
+                 f"{sum(rows_mse) / len(rows_mse):.4f}")  # fmt: skip
+    rows = ["| method | seeds | MSE of the predictive mean | MSE of predictive draws | MSE, "
+            "standardised scale | the paper | s / iteration | iterations |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for name, s in summary.items():
+        if name == "paired":
+            continue
+        mine = [r for r in run["runs"] if r["method"] == name]
+
+        def cell(score, mine=mine):
+            v = [r[score] for r in mine if score in r]
+            if not v:
+                return ""
+            m = sum(v) / len(v)
+            sd = (sum((x - m) ** 2 for x in v) / len(v)) ** 0.5
+            return f"{m:.4f}" + (f" +- {sd:.4f}" if len(v) > 1 else "")
+
+        its = sum(r["iterations"] for r in mine) / len(mine)
+        rows.append(f"| {NAMES.get(name, name)} | {len(mine)} | {cell('mse')} | "
+                    f"{cell('mse_draw')} | {cell('mse_std')} | {PAPER_MSE.get(name, '')} | "
+                    f"{s['seconds_per_iteration']:.3f} | {its:.0f} |")  # fmt: skip
+    text = head + "\n\n" + "\n".join(rows) + "\n"
+    by = {(r["seed"], r["method"]): r for r in run["runs"]}
+    common = sorted(s for s, m in by if m == "gibbs" and (s, "gibbs-ssvi") in by)
+    if common:
+
+        def ratio(s, k):
+            return by[s, "gibbs-ssvi"][k] / by[s, "gibbs"][k]
+
+        cells = [f"seed {s}: {ratio(s, 'mse'):.3f} ({ratio(s, 'mse_draw'):.3f})" for s in common]
+        text += (
+            (
+                "\nGibbs-SSVI's MSE over the Gibbs sampler's on the same data (the sampler's "
+                "seeds), predictive mean (predictive draws): "
+            )
+            + "; ".join(cells)
+            + "\n"
+        )
+    pair = summary.get("paired")
+    if pair:
+        label = {"mse": "predictive mean", "mse_draw": "predictive draws",
+                 "mse_std": "standardised scale"}  # fmt: skip
+        text += (
+            "\nGibbs-SSVI - MF-SSVI, paired over seeds (mean +- standard error; seeds where "
+            "Gibbs-SSVI is the lower):\n\n| score | difference | lower |\n|---|---:|---:|\n"
+        )
+        for k, v in pair.items():
+            text += (f"| {label[k]} | {v['mean']:+.5f} +- {v['se']:.5f} | {v['lower']} of "
+                     f"{v['n']} |\n")  # fmt: skip
+    return text
+
+
+def sampler_curve_table(run: dict) -> str:
+    """The Gibbs sampler's held-out scores against sweeps (its running mean after burn-in)."""
+    a = run["args"]
+    head = synthetic_head(a) + (f"; burn-in {a['gibbs_burnin']} sweeps, then the running mean; "
+                                f"seeds {', '.join(map(str, a['seeds']))}")  # fmt: skip
+    rows = ["| seed | sweep | CPU s | MSE of the predictive mean | MSE of a predictive draw | "
+            "MSE, standardised scale |", "|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for r in run["runs"]:
+        curve = r["curve"]
+        step = 10 if curve[-1]["iteration"] <= 100 else 50
+        keep = {c["iteration"] for c in curve if c["iteration"] in (10, 20, 30)
+                or c["iteration"] % step == 0} | {curve[-1]["iteration"]}  # fmt: skip
+        for c in curve:
+            if c["iteration"] in keep:
+                scores = " | ".join(f"{c[k]:.4f}" for k in ("mse", "mse_draw", "mse_std"))
+                rows.append(f"| {r['seed']} | {c['iteration']} | {c['seconds']:.0f} | {scores} |")
+    return head + "\n\n" + "\n".join(rows) + "\n"
+
+
 def spike_slab_table(run: dict) -> str:
     names = list(run["exact"])
     labels = [
@@ -134,6 +232,11 @@ def tables() -> dict[str, str]:
         run = load(f"bpfa_{name}")
         if run is not None:
             out[name] = synthetic_table(run)
+    for names, table in ((SCORE_RUNS, synthetic_scores_table), (CURVE_RUNS, sampler_curve_table)):
+        for name in names:
+            run = load(f"bpfa_{name}")
+            if run is not None:
+                out[name] = table(run)
     run = load("spike_slab_inclusion")
     if run is not None:
         out["spike_slab"] = spike_slab_table(run)

@@ -44,13 +44,18 @@ class CpuClock:
 
 
 def make_data(N: int, D: int, K: int, seed: int, ab: float = 10.0, held: float = 0.075,
-              gen_a: float | None = None):  # fmt: skip
+              gen_a: float | None = None, phi_var: float | None = None):  # fmt: skip
     """(Y, observed mask, truth): prior data (a = b = `ab`; a = `gen_a` if given, for denser
     rows: K a / (a + b (K - 1)) atoms per row) with `held` of the entries hidden; truth = the
-    globals that made it (for the `oracle-*` diagnostics)."""
+    globals that made it (for the `oracle-*` diagnostics). `phi_var`: the variance of Phi's
+    entries if not the paper's 1 / D (its "N(0, D^-1 I)" read with D^-1 as a precision: D)."""
     rng = np.random.default_rng(seed)
     a = ab if gen_a is None else gen_a
-    Y, Z, _, Phi, pi = ref["prior_draw"](N, D, K, rng, a=a, b=ab, gamma_w=1.0, gamma_obs=100.0)
+    Y, Z, W, Phi, pi = ref["prior_draw"](N, D, K, rng, a=a, b=ab, gamma_w=1.0, gamma_obs=100.0)
+    if phi_var is not None:  # the same draws, Phi rescaled
+        scale = np.sqrt(phi_var * D)
+        Y = Y + (Z * W) @ (Phi * (scale - 1))
+        Phi = Phi * scale
     truth = ref["Globals"](Phi, np.clip(pi, 1e-300, 1 - 1e-16), 1.0, 100.0)
     truth.atoms = Z.sum(1)  # atoms per row
     return Y, rng.uniform(size=Y.shape) >= held, truth
@@ -79,21 +84,90 @@ def run_oracle(kind: str, Y, M, truth, rows, rng) -> np.ndarray:
     return L @ truth.Phi
 
 
+def meanfield_draw(Y, M, g, rng: np.random.Generator, sweeps: int = 5) -> np.ndarray:
+    """One draw of Z .* W from the mean-field local q (q(z_ik) q(w_ik) by coordinate ascent
+    given the globals `g`, as bpfa_gibbs.meanfield_local with a global draw: MF-SSVI's)."""
+    B, K = len(Y), g.Phi.shape[0]
+    Mf = M.astype(float)
+    theta, m, v = np.full((B, K), 0.5), np.zeros((B, K)), np.full((B, K), 1 / g.gamma_w)
+    El = theta * m
+    R = np.where(M, Y - El @ g.Phi, 0.0)
+    S2 = Mf @ (g.Phi**2).T
+    logit_pi = np.log(g.pi) - np.log1p(-g.pi)
+    for _ in range(sweeps):
+        for k in range(K):
+            phi = g.Phi[k]
+            h = R @ phi + El[:, k] * S2[:, k]
+            prec = g.gamma_w + g.gamma_obs * theta[:, k] * S2[:, k]
+            m[:, k], v[:, k] = g.gamma_obs * theta[:, k] * h / prec, 1 / prec
+            t = logit_pi[k] + g.gamma_obs * (
+                m[:, k] * h - 0.5 * (m[:, k] ** 2 + v[:, k]) * S2[:, k]
+            )
+            theta[:, k] = 1 / (1 + np.exp(-t))
+            new = theta[:, k] * m[:, k]
+            R -= Mf * np.outer(new - El[:, k], phi)
+            El[:, k] = new
+    Z = rng.uniform(size=(B, K)) < theta
+    return Z * (m + rng.standard_normal((B, K)) * np.sqrt(v))
+
+
+def predictive_draws(Y, M, q, Z, W, kind: str, rng, n: int) -> list:
+    """`n` draws (Z .* W) Phi of the rows' predictive (eq. 12: the globals drawn from q, then
+    the local variables from the method's local q, a Gibbs chain from the row's last state:
+    3 burn-in sweeps), each with its gamma_obs: [(fit, gamma_obs)]."""
+    out = []
+    for _ in range(n):
+        g = q.draw(rng)
+        if kind == "gibbs":
+            _, L = ref["gibbs_stats"](Y, M, Z.copy(), W.copy(), g, rng, 3, 1)
+        else:
+            L = meanfield_draw(Y, M, g, rng)
+        out.append((L @ g.Phi, g.gamma_obs))
+    return out
+
+
+def scores(pred: np.ndarray, draws: list, Y, hidden, mean, sd, sd_data) -> dict:
+    """The held-out scores of one checkpoint (hidden entries of the evaluation rows): `mse`,
+    the posterior predictive mean's squared error on Y's scale (the headline); `mse_std`, the
+    same on the standardised scale (errors divided by the columns' sds `sd_data`); `mse_draw`,
+    the expected squared error of a predictive draw y* = f + noise (f a draw of
+    (z .* w) Phi, noise of variance 1 / gamma_obs, its part added in expectation), averaged
+    over `draws`."""
+    sd_b = np.broadcast_to(sd, Y.shape)[hidden]
+    err = (pred * sd + mean - Y)[hidden]
+    std_err = err / np.broadcast_to(sd_data, Y.shape)[hidden]
+    out = {"mse": float(np.mean(err**2)), "mse_std": float(np.mean(std_err**2))}
+    if draws:
+        d = [np.mean(((f * sd + mean - Y)[hidden]) ** 2) + np.mean(sd_b**2) / go for f, go in draws]
+        out["mse_draw"] = float(np.mean(d))
+    return out
+
+
 def run_method(method: str, Y, M, truth, args, rng) -> dict:
-    """One fit; its held-out MSE (on Y's scale, at the hidden entries of the evaluation rows)
-    at checkpoints of training seconds, and per iteration."""
+    """One fit; its held-out scores (`scores`: on Y's scale, at the hidden entries of the
+    evaluation rows) at checkpoints of training seconds, and per iteration."""
     curve = []
     ev = args.eval
     hidden = ~M[ev]
     Yf, mean, sd = standardise(Y, M) if args.standardise else (Y, 0.0, 1.0)
+    sd_data = standardise(Y, M)[2]
+    sampler_draws: list = []
 
     def monitor(label, seconds, iteration, pred):
-        pred = (pred if len(pred) == len(ev) else pred[ev]) * sd + mean
-        mse = float(np.mean((pred - Y[ev])[hidden] ** 2))
-        curve.append({"seconds": seconds, "iteration": iteration, "mse": mse})
-        print(
-            f"    {label}: it {iteration:>6} {seconds:8.1f} s  held-out MSE {mse:.4f}", flush=True
-        )
+        pred, draws = pred if isinstance(pred, tuple) else (pred, sampler_draws)
+        pred = pred if len(pred) == len(ev) else pred[ev]
+        point = {"seconds": seconds, "iteration": iteration,
+                 **scores(pred, draws, Y[ev], hidden, mean, sd, sd_data)}  # fmt: skip
+        curve.append(point)
+        extra = "".join(f"  {k} {point[k]:.4f}" for k in ("mse_draw", "mse_std") if k in point)
+        print(f"    {label}: it {iteration:>6} {seconds:8.1f} s  held-out MSE {point['mse']:.4f}"
+              f"{extra}", flush=True)  # fmt: skip
+        if args.progress:
+            Path(args.progress).write_text(json.dumps({"method": method, "seed": args.seed,
+                                                       "curve": curve}) + "\n")  # fmt: skip
+
+    def sampler_state(it, L, g):
+        sampler_draws[:] = [(L[ev] @ g.Phi, g.gamma_obs)]
 
     if method.startswith("oracle-"):
         start = time.process_time()
@@ -104,7 +178,7 @@ def run_method(method: str, Y, M, truth, args, rng) -> dict:
     elif method == "gibbs":
         ref["gibbs_sampler"](Yf, M, args.K, iterations=args.gibbs_iterations, rng=rng,
                              burnin=args.gibbs_burnin, a=args.ab, b=args.ab,
-                             monitor=monitor, every=args.gibbs_every,
+                             monitor=monitor, every=args.gibbs_every, state=sampler_state,
                              time_budget=args.gibbs_budget or args.time_budget)  # fmt: skip
     elif method.startswith("ppl-"):
         run_ppl(method, Yf, M, args, monitor)
@@ -113,8 +187,10 @@ def run_method(method: str, Y, M, truth, args, rng) -> dict:
         kind = "gibbs" if local == "gibbs" else "mf"
 
         def predict(q, Z, W):
-            return ref["predict_rows"](Yf[ev], M[ev], q, Z[ev], W[ev], rng=rng, burnin=3,
+            pred = ref["predict_rows"](Yf[ev], M[ev], q, Z[ev], W[ev], rng=rng, burnin=3,
                                        samples=5, local=kind)  # fmt: skip
+            draws = predictive_draws(Yf[ev], M[ev], q, Z[ev], W[ev], kind, rng, args.draws)
+            return pred, draws
 
         ref["svi"](Yf, M, args.K, local=local, batch=args.batch, iterations=args.max_iter,
                    rng=rng, a=args.ab, b=args.ab, monitor=monitor, every=args.every,
@@ -124,7 +200,7 @@ def run_method(method: str, Y, M, truth, args, rng) -> dict:
         return {}
     last = curve[-1]
     return {
-        "mse": last["mse"],
+        **{k: v for k, v in last.items() if k.startswith("mse")},
         "seconds": last["seconds"],
         "iterations": last["iteration"],
         "seconds_per_iteration": last["seconds"] / last["iteration"],
@@ -158,6 +234,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--batch", type=int, default=250)
     ap.add_argument("--ab", type=float, default=10.0, help="beta-process a = b (paper: 10)")
     ap.add_argument("--gen-a", type=float, help="the data's a (not the paper's: a sensitivity)")
+    ap.add_argument("--gen-phi-var", type=float, help="the data's var(Phi_kd) (paper: 1 / D)")
     ap.add_argument("--methods", nargs="+", default=["gibbs-ssvi", "mf-ssvi", "gibbs"])
     ap.add_argument("--time-budget", type=float, default=300.0, help="training s per method")
     ap.add_argument("--max-iter", type=int, default=10**7)
@@ -201,6 +278,8 @@ def parser() -> argparse.ArgumentParser:
         default=[30, 60, 120, 300],
         help="training seconds at which the MSEs are also compared",
     )
+    ap.add_argument("--draws", type=int, default=3, help="predictive draws for `mse_draw`")
+    ap.add_argument("--progress", help="rewrite this file with the curve at every checkpoint")
     ap.add_argument("--json")
     ap.add_argument(
         "--merge",
@@ -222,9 +301,14 @@ def main(argv=None) -> int:
     runs = []
     for seed in args.seeds:
         args.seed = seed
-        Y, M, truth = make_data(args.N, args.D, args.K_true, seed, args.ab, gen_a=args.gen_a)
+        Y, M, truth = make_data(args.N, args.D, args.K_true, seed, args.ab, gen_a=args.gen_a,
+                                phi_var=args.gen_phi_var)  # fmt: skip
         order = np.random.default_rng(seed + 1000).permutation(args.N)
         args.eval = np.sort(order[: args.eval_rows])
+        # a held-out whole row has no observed entry: every method predicts it by the prior
+        # predictive mean, the observed column means (the standardised scale's 0)
+        col_mean = np.where(M, Y, 0.0).sum(0) / M.sum(0)
+        mse_rows = float(np.mean((Y - col_mean)[args.eval][~M[args.eval]] ** 2))
         print(
             f"seed {seed}: N = {args.N}, D = {args.D}, {args.K_true} true atoms, K = {args.K}; "
             f"{(~M).sum()} held-out entries ({(~M[args.eval]).sum()} scored); zero predictor MSE "
@@ -235,8 +319,9 @@ def main(argv=None) -> int:
             start = time.perf_counter()
             out = run_method(method, Y, M, truth, args, np.random.default_rng(seed))
             if out:
+                wall = time.perf_counter() - start
                 runs.append(
-                    {"seed": seed, "method": method, **out, "wall": time.perf_counter() - start}
+                    {"seed": seed, "method": method, **out, "mse_rows": mse_rows, "wall": wall}
                 )
     summary = summarise(runs, args.methods, args.checkpoints)
     if args.json:
@@ -272,10 +357,35 @@ def summarise(runs: list[dict], methods: list[str], checkpoints: list[float]) ->
             "runs": len(mine),
             "at": at,
         }
+        for score in ("mse_draw", "mse_std", "mse_rows"):
+            if all(score in r for r in mine):
+                summary[method][f"{score}_mean"] = float(np.mean([r[score] for r in mine]))
         print(f"{method:<16}{mse.mean():>9.4f} +- {mse.std():.4f}{spi:>15.3f}"
               f"{int(np.mean([r['iterations'] for r in mine])):>12}"
               + "".join(f"{v:>10.4f}" for v in at.values()))  # fmt: skip
+    pair = paired(runs, "gibbs-ssvi", "mf-ssvi")
+    if pair:
+        summary["paired"] = pair
+        print("Gibbs-SSVI - MF-SSVI over seeds: " + "; ".join(
+            f"{k} {v['mean']:+.5f} +- {v['se']:.5f} (lower in {v['lower']}/{v['n']})"
+            for k, v in pair.items()))  # fmt: skip
     return summary
+
+
+def paired(runs: list[dict], first: str, second: str) -> dict:
+    """Per score, `first` - `second` over the seeds both were run on: mean, standard error
+    (sd / sqrt(n)), n, and in how many seeds `first` was the lower."""
+    by = {(r["seed"], r["method"]): r for r in runs}
+    seeds = sorted(s for s, m in by if m == first and (s, second) in by)
+    out = {}
+    for score in ("mse", "mse_draw", "mse_std"):
+        d = np.array([by[s, first][score] - by[s, second][score] for s in seeds
+                      if score in by[s, first] and score in by[s, second]])  # fmt: skip
+        if len(d) > 1:
+            se = float(d.std(ddof=1) / np.sqrt(len(d)))
+            out[score] = {"mean": float(d.mean()), "se": se, "n": len(d),
+                          "lower": int((d < 0).sum())}  # fmt: skip
+    return out
 
 
 def merge(out: str, inputs: list[str], checkpoints: list[float]) -> None:
