@@ -77,20 +77,25 @@ def _layout(result, means: dict[str, np.ndarray]):
 def local_means_csv(result) -> bytes | None:
     """local_means.csv's bytes (module docstring), or None when the fit drew its locals (or
     has none): then draws.csv holds them."""
+    return b"".join(local_means_parts(result)) if has_local_means(result) else None
+
+
+def local_means_parts(result):
+    """local_means.csv's bytes, made block by block of rows as they are consumed (at the paper's
+    BPFA scale the file is about 1.8 GB: never whole in memory); nothing without local means."""
     means = _kept(result)
     if not means:
-        return None
+        return
     layout = _layout(result, means)
     header = [ROW] + [n for _, names, *_ in layout for n in names]
     N = layout[0][4].shape[0]
-    parts = [(",".join(header) + "\n").encode()]
+    yield (",".join(header) + "\n").encode()
     for a in range(0, N, _BLOCK):
         b = min(a + _BLOCK, N)
         cols = [np.arange(a + 1, b + 1).astype(str)[:, None]]
         cols += [x[a:b][:, order].astype(str) for _, _, order, _, x in layout]
         text = np.concatenate(cols, axis=1)
-        parts.append(("\n".join(",".join(r) for r in text.tolist()) + "\n").encode())
-    return b"".join(parts)
+        yield ("\n".join(",".join(r) for r in text.tolist()) + "\n").encode()
 
 
 _LETTERS = "kjlm"

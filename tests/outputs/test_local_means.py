@@ -148,3 +148,20 @@ def test_columns_in_stans_order_and_float32_read_back():
     assert "float32" in record["holds"]
     result.vi.summarised = False  # drawn: no file
     assert local_means_csv(result) is None and local_means_record(result) is None
+
+
+def test_the_file_is_made_block_by_block(monkeypatch):
+    # written as it is made (at the paper's BPFA scale it is about 1.8 GB): the parts are blocks
+    # of rows, and together they are the whole file
+    import ppl.outputs.local_means as lm
+
+    monkeypatch.setattr(lm, "_BLOCK", 3)
+    x = np.arange(20.0).reshape(10, 2) / 7
+    result = SimpleNamespace(vi=SimpleNamespace(summarised=True, local_means={"z": x}),
+                             model=SimpleNamespace(latents=[]))  # fmt: skip
+    parts = list(lm.local_means_parts(result))
+    assert len(parts) == 1 + 4  # the header, then 10 rows in blocks of 3
+    lines = b"".join(parts).decode().splitlines()
+    assert lines[0] == "row__,z.1,z.2" and len(lines) == 11
+    back = np.array([line.split(",") for line in lines[1:]], dtype=float)
+    np.testing.assert_array_equal(back[:, 1:], x)
