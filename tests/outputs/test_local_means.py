@@ -155,7 +155,7 @@ def test_the_file_is_made_block_by_block(monkeypatch):
     # of rows, and together they are the whole file
     import ppl.outputs.local_means as lm
 
-    monkeypatch.setattr(lm, "_BLOCK", 3)
+    monkeypatch.setattr(lm, "_BLOCK", 9)  # 3 rows of 3 columns
     x = np.arange(20.0).reshape(10, 2) / 7
     result = SimpleNamespace(vi=SimpleNamespace(summarised=True, local_means={"z": x}),
                              model=SimpleNamespace(latents=[]))  # fmt: skip
