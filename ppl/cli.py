@@ -595,9 +595,9 @@ def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
     if args.output:
         files = done.save(args.output, args.overwrite, [*_inputs(args), args.checkpoint])
         print(f"\nwrote {', '.join(str(f) for f in files)}")
-        said = local_means_line(result, args.output)
-        if said:
-            print(said)
+    said = local_means_line(result, args.output)
+    if said:
+        print(said)
     if result.warnings:
         print("\nwarnings:", file=sys.stderr)
         for w in result.warnings:

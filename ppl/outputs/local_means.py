@@ -142,12 +142,16 @@ def local_means_record(result) -> dict | None:
     }
 
 
-def local_means_line(result, directory: str) -> str | None:
-    """The console's line under `wrote ...`: what local_means.csv holds."""
+def local_means_line(result, directory: str | None) -> str | None:
+    """The console's line under `wrote ...` (what local_means.csv holds), or without --output
+    where the per-row means would be."""
     record = local_means_record(result)
     if record is None:
         return None
     names = ", ".join(record["latents"])
+    if not directory:
+        return (f"local latents ({names}) kept as per-row means, not in the table: "
+                f"{FILE} with --output DIR")  # fmt: skip
     return (f"local latents ({names}) kept as per-row means: {os.path.join(directory, FILE)}, "
             f"{record['rows']} rows x {record['columns']} columns (fit.json's local_means "
             "says what each column holds)")  # fmt: skip

@@ -90,12 +90,20 @@ def test_cli_writes_the_per_row_means_of_the_same_fit(files):
     assert "E[Z[n, k] * W[n, k]]" in info["latents"]["Z .* W"]["holds"]
     assert "local_means.csv" in json.loads((files / "means" / MANIFEST).read_text())["files"]
     assert "local_means.csv, 30 rows x 10 columns" in out
+    # without --output the console says where they would be
+    rc, out, err = run_main(["fit", str(files / "bpfa.model"), str(files / "bpfa.json"),
+                             "--method", "svi", "--batch", "10", "--iter", "5",
+                             "--local-draws", "means"])  # fmt: skip
+    assert rc == 0, err
+    assert "local latents (W, Z, Z .* W) kept as per-row means, not in the table: " \
+        "local_means.csv with --output DIR" in out  # fmt: skip
 
 
 def test_no_file_when_the_locals_are_drawn(files):
-    rc, _, err = _cli(files, "all", "--local-draws", "all")
+    rc, out, err = _cli(files, "all", "--local-draws", "all")
     assert rc == 0, err
     assert not (files / "all" / "local_means.csv").exists()
+    assert "local latents" not in out
     header, table = _read(files / "all" / "draws.csv")  # the draws hold them instead
     assert "Z.30.3" in header and "W.1.1" in header and table.shape[0] == 20
     assert json.loads((files / "all" / "fit.json").read_text())["local_means"] is None
