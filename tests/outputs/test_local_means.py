@@ -13,7 +13,7 @@ import pytest
 
 import ppl
 from ppl.outputs.files import MANIFEST
-from ppl.outputs.local_means import local_means_csv, local_means_record
+from ppl.outputs.local_means import local_means_csv, local_means_line, local_means_record
 from tests.cli.test_cli import run_main
 
 # BPFA (models/bpfa/bpfa_patches.model) at a tiny size: binary Z, slab W, both [N, K]
@@ -173,3 +173,16 @@ def test_the_file_is_made_block_by_block(monkeypatch):
     assert lines[0] == "row__,z.1,z.2" and len(lines) == 11
     back = np.array([line.split(",") for line in lines[1:]], dtype=float)
     np.testing.assert_array_equal(back[:, 1:], x)
+
+
+def test_a_bounded_local_latent_is_said_to_be_on_the_unconstrained_scale():
+    # the final pass averages the Gibbs state, which is unconstrained: for vector<lower=0>[N] s
+    # those are means of log(s), and the record must not call them E[s[n]]
+    x = np.log(np.array([[0.5], [2.0]]))
+    s = SimpleNamespace(name="s", ushape=(2,), kind="lower", binary=False)
+    result = SimpleNamespace(vi=SimpleNamespace(summarised=True, local_means={"s": x}),
+                             model=SimpleNamespace(latents=[s]))  # fmt: skip
+    assert local_means_csv(result).decode().splitlines()[0] == "row__,s"
+    said = local_means_record(result)["latents"]["s"]
+    assert said["scale"] == "unconstrained" and "NOT the mean of s" in said["holds"]
+    assert "s on the unconstrained scale" in local_means_line(result, "out")
