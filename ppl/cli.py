@@ -471,15 +471,16 @@ def _check_not_an_input(args) -> None:
     """--checkpoint and --output must not replace a file the fit reads, nor (without
     --overwrite) one ppl did not write: checked before the fit, and again when writing."""
     from ppl.inference.checkpoint import check_target
-    from ppl.outputs.files import check_output
+    from ppl.outputs.files import NAMES, OPTIONAL, check_output
 
     inputs = _inputs(args)
     if args.checkpoint:
         resumed = os.path.realpath(args.resume) if args.resume else None
         others = [f for f in inputs if os.path.realpath(f) != resumed]  # it goes on there
         check_target(args.checkpoint, others, args.overwrite)
-    if args.output:
-        check_output(args.output, [*inputs, args.checkpoint], args.overwrite)
+    if args.output:  # local_means.csv too, unless the locals will be drawn (a long fit lost)
+        names = (*NAMES, *(OPTIONAL if getattr(args, "local_draws", "auto") != "all" else ()))
+        check_output(args.output, [*inputs, args.checkpoint], args.overwrite, names)
 
 
 def _checkpointer(args):
@@ -529,6 +530,7 @@ def _pointing_to(checkpointer):
 
 def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
     from ppl.api import Model
+    from ppl.outputs.local_means import local_means_line
     from ppl.outputs.report import diagnostics_lines, header_lines, summaries_text
     from ppl.outputs.summary import fit_summary, format_table
 
@@ -593,6 +595,9 @@ def _fit_and_report(args, stack: contextlib.ExitStack) -> int:
     if args.output:
         files = done.save(args.output, args.overwrite, [*_inputs(args), args.checkpoint])
         print(f"\nwrote {', '.join(str(f) for f in files)}")
+    said = local_means_line(result, args.output)
+    if said:
+        print(said)
     if result.warnings:
         print("\nwarnings:", file=sys.stderr)
         for w in result.warnings:

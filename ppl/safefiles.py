@@ -174,14 +174,21 @@ def _rmtree(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def temporary(path: str | os.PathLike, data: bytes, mode: int | None = None) -> str:
-    """`data` written and flushed to a new file beside `path` (O_EXCL, mode `mode` or the
-    umask's); its name, to be renamed over `path`."""
+def _write_parts(f, data) -> None:
+    """`data`: bytes, or an iterable of bytes made as they are written (a large file is then
+    never whole in memory)."""
+    for part in (data,) if isinstance(data, bytes | bytearray | memoryview) else data:
+        f.write(part)
+
+
+def temporary(path: str | os.PathLike, data, mode: int | None = None) -> str:
+    """`data` (bytes, or an iterable of bytes) written and flushed to a new file beside `path`
+    (O_EXCL, mode `mode` or the umask's); its name, to be renamed over `path`."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_temp_prefix(path), suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            _write_parts(f, data)
             f.flush()
             os.fchmod(f.fileno(), default_mode() if mode is None else mode)
             os.fsync(f.fileno())
@@ -205,12 +212,13 @@ def write_atomic(path: str | os.PathLike, data: bytes, mode: int | None = None) 
         raise
 
 
-def write_new(path: str | os.PathLike, data: bytes, mode: int | None = None) -> None:
-    """`data` to a file that must not exist yet (O_EXCL, no link followed), flushed to disk."""
+def write_new(path: str | os.PathLike, data, mode: int | None = None) -> None:
+    """`data` (bytes, or an iterable of bytes) to a file that must not exist yet (O_EXCL, no
+    link followed), flushed to disk."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW
     fd = os.open(path, flags, 0o600)
     with os.fdopen(fd, "wb") as f:
-        f.write(data)
+        _write_parts(f, data)
         f.flush()
         os.fchmod(f.fileno(), default_mode() if mode is None else mode)
         os.fsync(f.fileno())

@@ -26,6 +26,7 @@ ones a killed run left are removed by the next write, never read.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import io
@@ -42,6 +43,8 @@ import numpy as np
 from ppl import safefiles
 from ppl.errors import PplError
 from ppl.outputs.cmdstan_config import adaptation_lines, config_lines
+from ppl.outputs.local_means import FILE as LOCAL_MEANS
+from ppl.outputs.local_means import has_local_means, local_means_parts
 from ppl.outputs.stancsv import csv_names
 from ppl.outputs.summary import SUMMARY_HEADER, fit_summary, flatten_draws
 
@@ -50,6 +53,9 @@ written_paths: list[Path] = []
 
 #: The files a fit writes, and the manifest that says ppl wrote them.
 NAMES = ("summary.csv", "draws.csv", "fit.json", "elbo.csv")
+#: Written by a fit only when it has them (ppl.outputs.local_means); a previous fit's copy is
+#: removed with the set it belonged to.
+OPTIONAL = (LOCAL_MEANS,)
 MANIFEST = ".ppl-output.json"
 _FORMAT = "ppl-output/1"
 
@@ -127,16 +133,17 @@ def complete(directory: str | os.PathLike) -> bool:
         return True
 
 
-def check_output(directory: str, inputs: list[str] = (), overwrite: bool = False) -> str:
-    """How the outputs will go into `directory`: "new" (it does not exist), "swap" (it holds
-    only ppl's outputs) or "files" (it holds other files too). PplError when an output would
-    replace a file the fit read, or (without `overwrite`) one ppl did not write."""
+def check_output(directory: str, inputs: list[str] = (), overwrite: bool = False,
+                 names: tuple[str, ...] = NAMES) -> str:  # fmt: skip
+    """How the outputs `names` will go into `directory`: "new" (it does not exist), "swap" (it
+    holds only ppl's outputs) or "files" (it holds other files too). PplError when an output
+    would replace a file the fit read, or (without `overwrite`) one ppl did not write."""
     out = Path(directory)
     real = {os.path.realpath(p): p for p in inputs if p and os.path.lexists(p)}
     if os.path.realpath(out) in real:
         raise PplError(f"--output {directory} is one of the fit's inputs "
                        f"({real[os.path.realpath(out)]}); give another directory")  # fmt: skip
-    for name in (*NAMES, MANIFEST):
+    for name in (*names, MANIFEST):
         if os.path.realpath(out / name) in real:
             raise PplError(f"--output {directory} would replace {out / name}, which this fit "
                            f"reads ({real[os.path.realpath(out / name)]}); give another "
@@ -146,7 +153,7 @@ def check_output(directory: str, inputs: list[str] = (), overwrite: bool = False
     if not out.is_dir():
         raise PplError(f"--output {directory} is not a directory")
     ours = ppl_files(out)
-    foreign = [n for n in NAMES if os.path.lexists(out / n) and n not in ours]
+    foreign = [n for n in names if os.path.lexists(out / n) and n not in ours]
     if foreign and not overwrite:
         raise PplError(
             f"--output {directory} holds {', '.join(foreign)}, which ppl did not write (or which "
@@ -163,26 +170,43 @@ def check_output(directory: str, inputs: list[str] = (), overwrite: bool = False
     return "files"
 
 
-def _manifest(texts: dict[str, bytes], kept: dict[str, str] | None = None,
+class _Body:
+    """A file's contents, hashed as they are written: bytes, or an iterable of bytes made while
+    they are written (local_means.csv at scale: never whole in memory). Written once."""
+
+    def __init__(self, data) -> None:
+        self.data, self.sha = data, hashlib.sha256()
+
+    def __iter__(self):
+        for part in (self.data,) if isinstance(self.data, bytes) else self.data:
+            self.sha.update(part)
+            yield part
+
+    @property
+    def digest(self) -> str:
+        return self.sha.hexdigest()
+
+
+def _manifest(digests: dict[str, str], kept: dict[str, str] | None = None,
               previous: dict[str, str] | None = None) -> bytes:  # fmt: skip
-    """The manifest of `texts` and of the files `kept` (name -> digest); with `previous` (the
-    digests of the files `texts` replace), the incomplete one written before the renames."""
+    """The manifest of the new files (name -> digest) and of the files `kept`; with `previous`
+    (the digests of the files they replace), the incomplete one written before the renames."""
     files: dict[str, str | list[str]] = dict(kept or {})
-    for name, data in texts.items():
-        new = _digest(data)
+    for name, new in digests.items():
         old = (previous or {}).get(name)
         files[name] = [old, new] if old and old != new else new
     blob = {"format": _FORMAT, "complete": previous is None, "files": files}
     return (json.dumps(blob, indent=1) + "\n").encode()
 
 
-def _write_dir(out: Path, texts: dict[str, bytes], how: str) -> None:
+def _write_dir(out: Path, texts: dict[str, _Body], how: str) -> None:
     """The whole set into a sibling directory, then put in `out`'s place in one step."""
     safefiles.remove_stale(out)
     tmp = Path(safefiles.temporary_dir(out))  # mode 0700 until it is whole
     try:
-        for name, data in [*texts.items(), (MANIFEST, _manifest(texts))]:
-            safefiles.write_new(tmp / name, data)
+        for name, body in texts.items():
+            safefiles.write_new(tmp / name, body)
+        safefiles.write_new(tmp / MANIFEST, _manifest({n: b.digest for n, b in texts.items()}))
         mode = os.stat(out).st_mode & 0o7777 if how == "swap" else safefiles.default_mode(True)
         os.chmod(tmp, mode)
         release = _signals_held()
@@ -203,26 +227,33 @@ def _write_dir(out: Path, texts: dict[str, bytes], how: str) -> None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _write_files(out: Path, texts: dict[str, bytes]) -> None:
+def _write_files(out: Path, texts: dict[str, _Body], drop: tuple[str, ...] = ()) -> None:
     """Each file whole to a temporary file beside it; the manifest marked incomplete; all
     renamed into place; the manifest complete last. The other files ppl wrote there stay
-    listed."""
+    listed, but those named in `drop` (a previous fit's optional outputs this set lacks) are
+    removed with the renames."""
     out.mkdir(parents=True, exist_ok=True)
     ours = _ours(out)
-    kept = {name: digest for name, digest in ours.items() if name not in texts}
-    items = [*texts.items(), (MANIFEST, _manifest(texts, kept))]
+    gone = [name for name in drop if name in ours and name not in texts]
+    kept = {name: digest for name, digest in ours.items() if name not in texts and name not in gone}
     temps: dict[Path, str] = {}
     try:
-        for name, data in items:
+        for name, body in texts.items():
             safefiles.remove_stale(out / name)
-            temps[out / name] = safefiles.temporary(out / name, data)
+            temps[out / name] = safefiles.temporary(out / name, body)
+        digests = {name: body.digest for name, body in texts.items()}
+        safefiles.remove_stale(out / MANIFEST)
+        temps[out / MANIFEST] = safefiles.temporary(out / MANIFEST, _manifest(digests, kept))
         # a kill -9 between the renames below leaves this: both digests allowed, "complete":
         # false (a reader can tell; the next write replaces the files without --overwrite)
-        safefiles.write_atomic(out / MANIFEST, _manifest(texts, kept, previous=ours))
+        safefiles.write_atomic(out / MANIFEST, _manifest(digests, kept, previous=ours))
         release = _signals_held()
         try:
             for path, tmp in temps.items():
                 os.replace(tmp, path)
+            for name in gone:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(out / name)
         finally:
             release()
     finally:
@@ -231,15 +262,18 @@ def _write_files(out: Path, texts: dict[str, bytes]) -> None:
                 os.unlink(tmp)
 
 
-def write_all(directory: str, texts: dict[str, str], inputs: list[str] = (),
-              overwrite: bool = False) -> list[Path]:  # fmt: skip
-    """Write the files `texts` (name -> text) into `directory` as one set (see the module)."""
+def write_all(directory: str, texts: dict, inputs: list[str] = (), overwrite: bool = False,
+              drop: tuple[str, ...] = ()) -> list[Path]:  # fmt: skip
+    """Write the files `texts` (name -> text, bytes, or an iterable of bytes made as they are
+    written) into `directory` as one set (see the module); ppl's own files named in `drop` that
+    the set lacks go (a previous fit's)."""
     out = Path(directory)
-    how = check_output(directory, inputs, overwrite)
-    data = {name: text.encode("utf-8") for name, text in texts.items()}
+    how = check_output(directory, inputs, overwrite, (*NAMES, *(n for n in texts if n in OPTIONAL)))
+    data = {name: _Body(text.encode("utf-8") if isinstance(text, str) else text)
+            for name, text in texts.items()}  # fmt: skip
     try:
         if how == "files":
-            _write_files(out, data)
+            _write_files(out, data, drop)
         else:
             out.parent.mkdir(parents=True, exist_ok=True)
             _write_dir(out, data, how)
@@ -271,7 +305,7 @@ def write_images(directory: str, images: dict[str, bytes], inputs: list[str] = (
             f"{'them' if len(foreign) > 1 else 'it'}"
         )
     try:
-        _write_files(out, images)
+        _write_files(out, {name: _Body(data) for name, data in images.items()})
     except OSError as e:
         raise PplError(f"cannot write the plots into {out}: {e.strerror or e}") from None
     return [out / name for name in images]
@@ -341,17 +375,22 @@ def write_outputs(
     inputs: list[str] = (),
     overwrite: bool = False,
 ) -> list[Path]:
-    """summary.csv, draws.csv, fit.json and elbo.csv under `directory`; with `log_weights`
-    (--psis) the summary is importance-weighted and draws.csv gets a psis_log_weight__ column.
-    None of them replaces a file in `inputs`, nor (without `overwrite`) one ppl did not write."""
-    check_output(directory, inputs, overwrite)  # before the texts: fail fast
-    files = {
+    """summary.csv, draws.csv, fit.json and elbo.csv under `directory`, and local_means.csv
+    when the fit keeps its local latents as per-row means (ppl.outputs.local_means); with
+    `log_weights` (--psis) the summary is importance-weighted and draws.csv gets a
+    psis_log_weight__ column. None of them replaces a file in `inputs`, nor (without
+    `overwrite`) one ppl did not write."""
+    local = has_local_means(result)
+    check_output(directory, inputs, overwrite, (*NAMES, *OPTIONAL[:local]))  # fail fast
+    files: dict = {
         "summary.csv": _csv_text(SUMMARY_HEADER, fit_summary(result, log_weights)),
         "draws.csv": draws_csv(result, log_weights, fit_info),
         "fit.json": json.dumps(_json_safe(fit_info), indent=2, allow_nan=False) + "\n",
         "elbo.csv": _csv_text(["iteration", "elbo"], result.vi.elbo_trace),
     }
+    if local:
+        files[LOCAL_MEANS] = local_means_parts(result)  # made as it is written
     written_paths.clear()
-    written = write_all(directory, files, inputs, overwrite)
+    written = write_all(directory, files, inputs, overwrite, drop=OPTIONAL)
     written_paths.extend(written)
     return written

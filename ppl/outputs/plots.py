@@ -102,6 +102,26 @@ def _histogram(ax, x: np.ndarray, weights: np.ndarray | None) -> np.ndarray:
     return x
 
 
+def _elbo_image(elbo: np.ndarray, info: dict) -> bytes:
+    """elbo.png: the trace, and its second half beside it when the early values dwarf it."""
+    import matplotlib.pyplot as plt
+
+    iterations, values = elbo[:, 0], elbo[:, 1]
+    late = iterations >= iterations[-1] / 2
+    zoom = late.sum() >= 3  # the early ELBOs dwarf the later changes: a second panel shows them
+    fig, axes = plt.subplots(1, 2 if zoom else 1, figsize=(10 if zoom else 5, 3.5), squeeze=False)
+    axes = axes.ravel()
+    axes[0].plot(iterations, values, marker=".")
+    axes[0].set(xlabel="iteration", ylabel="ELBO", title=f"ELBO ({info.get('method', '')})")
+    if zoom:
+        axes[1].plot(iterations[late], values[late], marker=".")
+        axes[1].set(xlabel="iteration", title="second half")
+    fig.tight_layout()
+    image = _render(fig)
+    plt.close(fig)
+    return image
+
+
 def plot_fit(directory: str, reference: str | None = None, overwrite: bool = False) -> list[Path]:
     """Write elbo.png and <parameter>.png into `directory`; return their paths. As the fit's
     outputs, they never replace a file ppl did not write (without `overwrite`) nor the
@@ -124,20 +144,8 @@ def plot_fit(directory: str, reference: str | None = None, overwrite: bool = Fal
         shown = ", ".join(list(ref)[:4])
         raise PplError(f"{reference}: names none of the fit's parameters ({shown}, ...)")
     images: dict[str, bytes] = {}
-
-    iterations, values = elbo[:, 0], elbo[:, 1]
-    late = iterations >= iterations[-1] / 2
-    zoom = late.sum() >= 3  # the early ELBOs dwarf the later changes: a second panel shows them
-    fig, axes = plt.subplots(1, 2 if zoom else 1, figsize=(10 if zoom else 5, 3.5), squeeze=False)
-    axes = axes.ravel()
-    axes[0].plot(iterations, values, marker=".")
-    axes[0].set(xlabel="iteration", ylabel="ELBO", title=f"ELBO ({info.get('method', '')})")
-    if zoom:
-        axes[1].plot(iterations[late], values[late], marker=".")
-        axes[1].set(xlabel="iteration", title="second half")
-    fig.tight_layout()
-    images["elbo.png"] = _render(fig)
-    plt.close(fig)
+    if elbo.shape[0] and elbo.shape[1] >= 2:  # a short --method svi fit may record no ELBO
+        images["elbo.png"] = _elbo_image(elbo, info)
 
     weights = None
     lw = draws.other.get("psis_log_weight__", draws.other.get("psis_log_weight"))

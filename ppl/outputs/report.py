@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ppl.diagnostics.psis import USABLE
 from ppl.outputs import record
+from ppl.outputs.local_means import local_means_record
 from ppl.outputs.summary import exact_text
 
 
@@ -139,4 +140,5 @@ def fit_info(result, *, model: str, data: list[str], draws: int, engine: str = "
         "families": said["families"],
         "polish": result.refinement,
         "variational_parameters": variational_parameters(result),
+        "local_means": local_means_record(result),
     }

@@ -56,6 +56,19 @@ def test_plot_writes_only_inside_the_directory(fitted, tmp_path):
     assert not (tmp_path / "escape.png").exists()
 
 
+def test_plot_without_an_elbo_trace(fitted, tmp_path):
+    """A short --method svi fit may record no ELBO (elbo.csv: the header only): the marginals
+    are still drawn, elbo.png is not (it was an internal error)."""
+    short = tmp_path / "short"
+    short.mkdir()
+    for name in ("draws.csv", "fit.json"):
+        (short / name).write_bytes((fitted / name).read_bytes())
+    (short / "elbo.csv").write_text("iteration,elbo\n")
+    rc, out, err = run_main(["plot", str(short)])
+    assert rc == 0, err
+    assert not (short / "elbo.png").exists() and (short / "mu.png").read_bytes()[:8] == PNG
+
+
 def test_plot_errors_are_clear(fitted, tmp_path):
     rc, _, err = run_main(["plot", str(tmp_path)])
     assert rc == 2 and "no fit.json, elbo.csv, draws.csv here" in err
