@@ -451,7 +451,8 @@ class Fit:
 
     def save(self, directory: str | os.PathLike, overwrite: bool = False,
              inputs: list[str] = ()) -> list[Path]:  # fmt: skip
-        """summary.csv, draws.csv, fit.json and elbo.csv, as `ppl fit --output DIR` writes them:
+        """summary.csv, draws.csv, fit.json and elbo.csv (and local_means.csv for an svi fit
+        whose locals are per-row means), as `ppl fit --output DIR` writes them:
         never over the model, a data file or `inputs`; over files ppl did not write only with
         `overwrite`."""
         read = [os.fspath(p) for p in [self.model_file, *self.data_files, *inputs]

@@ -81,15 +81,17 @@ def final_pass(fitter, result, rng: np.random.Generator) -> dict[str, np.ndarray
     B, N = fitter.rows.B, fitter.rows.N
     binary = [lat for lat in lats if lat.binary]
     pairs = gibbs._partners(lats, binary, {lat.name for lat in lats})
-    width = {lat.name: lat.size // B for lat in lats}
+    width = {lat.name: int(np.prod(lat.shape)) // B for lat in lats}
     total = N * (sum(width.values()) + sum(width[z] for z in pairs))
     dtype = np.float32 if total > SINGLE_PRECISION else float
     sums = {lat.name: np.zeros((N, width[lat.name]), dtype) for lat in lats}
     sums |= {pair_key(z, w): np.zeros((N, width[z]), dtype) for z, w in pairs.items()}
     at = {lat.name: lat for lat in lats}
+    bm = fitter.rows.batch_model
     kept = max(result.samples, 1)
     for idx, new, X in _visit(fitter, result.state, result.mean, result.burnin + kept, rng, kept):
-        values = {n: X[0, a.offset : a.offset + a.size].reshape(B, -1)[new] for n, a in at.items()}
+        # constrained (a `<lower=0>` local's mean is of the latent, not of its log)
+        values = {n: x.reshape(B, -1)[new] for n, x in bm.parameter_values(X, list(at)).items()}
         for name, x in values.items():
             sums[name][idx[new]] += x
         for z, w in pairs.items():
@@ -132,7 +134,8 @@ def summarised_text(local: list[str], dropped: list[str]) -> str:
             f"not as draws (--local-draws means, or auto beyond {LOCAL_DRAW_VALUES:,} values x "
             "draws); the summary and "
             f"draws.csv hold the global latents only{also}. In Python fit.local_means(name) has "
-            "the means (the CLI writes none); --local-draws all draws them")  # fmt: skip
+            "the means, `ppl fit --output DIR` writes them to local_means.csv; --local-draws all "
+            "draws them")  # fmt: skip
 
 
 def summarised_draws(model, vi, rng: np.random.Generator, n: int):

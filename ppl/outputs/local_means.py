@@ -103,19 +103,6 @@ def local_means_parts(result):
 _LETTERS = "kjlm"
 
 
-def _bounded(result, key: str) -> tuple[str, str] | None:
-    """(name, transform) of a continuous local latent with a transform (`vector<lower=0>[N]
-    s`) in `key`: its means are of the unconstrained coordinate (ppl.inference.local_rows
-    averages the Gibbs state, which is on that scale); None when that scale is its own."""
-    lats = {lat.name: lat for lat in result.model.latents}
-    for name in key.split(" .* "):
-        lat = lats.get(name)
-        kind = getattr(lat, "kind", "identity")
-        if lat is not None and not getattr(lat, "binary", False) and kind != "identity":
-            return name, kind
-    return None
-
-
 def _example(names: list[str], inner: list) -> str:
     """The generic column name (`Z.k`, `Z.k.j`, `s`) of a key's columns."""
     base = names[0].split(".")[0]
@@ -140,15 +127,8 @@ def local_means_record(result) -> dict | None:
         what = f"row n's column {_example(names, inner)}: E[{_element(key, inner)}]"
         if " .* " in key:
             what += " (a binary latent times the slab it switches)"
-        bounded = _bounded(result, key)
-        if bounded:
-            what = (f"row n's column {_example(names, inner)}: the mean of {bounded[0]}'s "
-                    f"unconstrained coordinate (its {bounded[1]} transform: log({bounded[0]} - "
-                    "lower) under a lower bound), which the Gibbs step draws; NOT the mean of "
-                    f"{bounded[0]} itself")  # fmt: skip
         latents[key] = {"columns": [names[0], names[-1]], "count": len(names),
-                        "shape": [N, *inner], "scale": "unconstrained" if bounded else
-                        "own", "holds": what}  # fmt: skip
+                        "shape": [N, *inner], "holds": what}  # fmt: skip
     return {
         "file": FILE,
         "rows": N,
@@ -169,9 +149,6 @@ def local_means_line(result, directory: str | None) -> str | None:
     if record is None:
         return None
     names = ", ".join(record["latents"])
-    raw = [k for k, v in record["latents"].items() if v["scale"] == "unconstrained"]
-    if raw:
-        names += f"; {', '.join(raw)} on the unconstrained scale"
     if not directory:
         return (f"local latents ({names}) kept as per-row means, not in the table: "
                 f"{FILE} with --output DIR")  # fmt: skip

@@ -579,6 +579,17 @@ class CompiledModel:
                 out[name] = self._with_sample_axis(env[name], self.checked.symbols[name].stype, S)
         return out
 
+    def parameter_values(self, zeta: np.ndarray, names: list[str]) -> dict[str, np.ndarray]:
+        """The named parameters' constrained values for each row of zeta, without the
+        transformed parameters or the model block: cheap enough to run per block of rows."""
+        env = dict(self.data)
+        ev = Evaluator(self.program, env, devectorised=self.devectorised, vectorise=self.vectorise)
+        ev.draws_hint = int(zeta.shape[0])
+        self._constrain(zeta, env, ev, binary=True)
+        env = self._materialise(env)
+        S = zeta.shape[0]
+        return {n: self._with_sample_axis(env[n], self.checked.symbols[n].stype, S) for n in names}
+
     def _per_draw_outputs(self, zeta, rng):
         rows = []
         for s in range(zeta.shape[0]):
