@@ -13,7 +13,7 @@ import pytest
 
 import ppl
 from ppl.outputs.files import MANIFEST
-from ppl.outputs.local_means import local_means_csv, local_means_line, local_means_record
+from ppl.outputs.local_means import local_means_csv, local_means_record
 from tests.cli.test_cli import run_main
 
 # BPFA (models/bpfa/bpfa_patches.model) at a tiny size: binary Z, slab W, both [N, K]
@@ -193,9 +193,7 @@ def test_the_file_is_made_block_by_block(monkeypatch):
 
 def test_a_bounded_local_latent_has_means_of_itself_not_of_its_log():
     # the Gibbs state is unconstrained (log s for vector<lower=0>[N] s); the per-row means must
-    # be of s: positive, and E[s] >= exp(E[log s]) row by row (Jensen), never the raw log
-    import ppl
-
+    # be of s (positive), never the raw log
     model = ppl.Model(POSITIVE)
     y = np.array([0.3, -1.2, 2.5, 0.1, 1.9, -0.4, 2.2, 0.0])
     fit = model.fit({"N": 8, "y": y}, method="svi", batch=4, iterations=20, seed=1, draws=10,
