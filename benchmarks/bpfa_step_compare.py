@@ -38,6 +38,7 @@ def main(argv=None) -> int:
         help="globals set as the reference starts them: Phi gamma_obs gamma_w pi",
     )
     ap.add_argument("--old", action="store_true", help="the step before svi5's change")
+    ap.add_argument("--coins", action="store_true", help="local binaries start as fair coins")
     args = ap.parse_args(argv)
 
     import ppl
@@ -60,10 +61,11 @@ def main(argv=None) -> int:
     rows = lg.rows_of(cm, args.batch, rng)
     fitter = lg.LocalGlobal(cm, rows, 8, rng, True)
     S = fitter.chains
-    state = lg._initial_state(cm, init, S, rng)
+    state = lg._initial_state(cm, init, S, rng, set() if args.coins else rows.local)
     fitter.setup(state)
     q_cols = fitter.q_full()
     mean, precision = np.asarray(init, float)[q_cols], np.ones(len(q_cols))
+    stiff = precision.copy()
     lat = {x.name: x for x in cm.latents}
     at = {int(c): i for i, c in enumerate(q_cols)}
     go = at[lat["gamma_obs"].offset]
@@ -108,6 +110,11 @@ def main(argv=None) -> int:
             corr = np.corrcoef(g_mean[phi], ephi)[0, 1]
             ratio = np.median(curvature[phi] / ecphi)
             neg = np.mean(curvature[phi] <= 0)
+            pis = 1 / (1 + np.exp(-mean[[at[c] for c in range(lat["pi"].offset,
+                                                             lat["pi"].offset + K)]]))  # fmt: skip
+            zs = np.mean([Xk[:, bl["Z"].offset : bl["Z"].offset + bl["Z"].size] for Xk in kept])
+            print(f"     sum E[pi] {pis.sum():.2f}, atoms/row {zs * K:.2f}, mean |Phi| "
+                  f"{np.abs(mean[phi]).mean():.3f}")  # fmt: skip
             print(f"{t:3d} {rho:.3f} {np.exp(mean[go] + 0.5 / precision[go]):9.3f} "
                   f"{sd[go]:9.4f}  | {g_mean[go]:10.1f} / {eg:10.1f} | {curvature[go]:9.1f} /"
                   f" {ec:9.1f} | {corr:.3f} {ratio:.3f} {neg:.3f}")  # fmt: skip
@@ -124,8 +131,11 @@ def main(argv=None) -> int:
             step, limit = rho * g_mean / precision, 3.0 / np.sqrt(precision)
             mean = mean + np.clip(step, -limit, limit)
         else:  # fit_local_global's
-            precision = (1 - rho) * precision + rho * lg._floored(curvature, fitter.q_blocks)
-            mean = mean + rho * g_mean / precision
+            precision = (1 - rho) * precision + rho * np.maximum(curvature, 1e-3)
+            stiff = (1 - rho) * stiff + rho * lg._floored(curvature, fitter.q_blocks)
+            step = rho * g_mean / np.maximum(stiff, precision)
+            limit = np.maximum(3.0 / np.sqrt(precision), lg.STEP_LIMIT)
+            mean = mean + np.clip(step, -limit, limit)
     return 0
 
 

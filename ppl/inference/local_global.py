@@ -72,6 +72,8 @@ COPY_ELEMENTS = 2_000_000
 MAX_BLOCKS = 8
 #: A coordinate's curvature is at least this fraction of its block's median (_floored).
 FLOOR = 0.25
+#: A step of q's mean is at most 3 of its sds or this (unconstrained units), whichever is more.
+STEP_LIMIT = 1.0
 
 
 def step_size(t: int, tau: float, kappa: float) -> float:
@@ -142,12 +144,13 @@ def scaled_log_joint(model, zeta, scales: dict[int, float]):
 
 
 def _floored(curvature: np.ndarray, blocks: list[np.ndarray]) -> np.ndarray:
-    """Each coordinate's curvature at least a quarter of its block's median (and 1e-3): the
-    one-direction secant is unbiased but noisy (on BPFA's Phi its quartiles are 0.3 and 1.7
-    times the exact diagonal, early on -13 and 17), and a coordinate whose noise made it near
-    zero or negative would take a huge step. This floor, not a clip of the step at 3 sds of q,
-    keeps the steps sane: q's sd is the posterior's, and a mean many sds from its optimum
-    (BPFA's log gamma_obs, sd 0.01, 1.7 from it) moved 0.03 an iteration under that clip."""
+    """Each coordinate's curvature at least a quarter of its block's median (and 1e-3), for the
+    steps (q's precision keeps the unfloored average): the one-direction secant is unbiased but
+    noisy (on BPFA's Phi its quartiles are 0.3 and 1.7 times the exact diagonal, early on -13
+    and 17), and a coordinate whose noise made it near zero or negative would take a huge step.
+    This floor, not a clip of the step at 3 sds of q, keeps the steps sane: q's sd is the
+    posterior's, and a mean many sds from its optimum (BPFA's log gamma_obs, sd 0.01, 1.7 from
+    its conjugate target) moved 0.03 an iteration under that clip (now at least STEP_LIMIT)."""
     out = curvature.copy()
     for block in blocks:
         out[block] = np.maximum(out[block], FLOOR * np.median(out[block]))
@@ -586,11 +589,12 @@ def fit_local_global(
     rows = rows_of(model, batch, rng)
     fitter = LocalGlobal(model, rows, chains, rng, gibbs_step)
     S = fitter.chains
-    state = _initial_state(model, init, S, rng)
+    state = _initial_state(model, init, S, rng, rows.local)
     fitter.setup(state)
     q_cols = fitter.q_full()
     mean = np.asarray(init, dtype=float)[q_cols]
     precision = np.ones(len(q_cols))
+    stiffness = precision.copy()  # the steps' curvature: precision's, floored per block
     trace, window, history, probs_hist = [], [], [], []
     converged = False
     rule = OptimumRule(2 * len(mean)) if tol_rel_obj is None else None
@@ -614,8 +618,11 @@ def fit_local_global(
         g_mean, curvature, lp = fitter.global_signal(X, kept, v, sd, rng)
         state[:, cols] = X
         rho = shrink * step_size(t, tau, kappa)
-        precision = (1 - rho) * precision + rho * _floored(curvature, fitter.q_blocks)
-        mean = mean + rho * g_mean / precision
+        precision = (1 - rho) * precision + rho * np.maximum(curvature, 1e-3)
+        stiffness = (1 - rho) * stiffness + rho * _floored(curvature, fitter.q_blocks)
+        step = rho * g_mean / np.maximum(stiffness, precision)
+        limit = np.maximum(3.0 / np.sqrt(precision), STEP_LIMIT)
+        mean = mean + np.clip(step, -limit, limit)
         if not np.all(np.isfinite(mean)):
             raise ModelError("Gibbs-SSVI: the global q's mean is no longer finite")
         if rule is not None:
@@ -653,12 +660,20 @@ def fit_local_global(
     return result
 
 
-def _initial_state(model, init: np.ndarray, S: int, rng: np.random.Generator) -> np.ndarray:
-    """(S, D) chains at `init`, each binary coordinate a fair coin (float32 for huge models)."""
+def _initial_state(
+    model, init: np.ndarray, S: int, rng: np.random.Generator, local: set[str] = frozenset()
+) -> np.ndarray:
+    """(S, D) chains at `init` (float32 for huge models), each global binary coordinate a fair
+    coin and each local one 0, as the BPFA reference starts its Z: a row's sweeps then switch on
+    what its data ask for. From coins, BPFA at 128 x 128 (K = 64, globals from uniform(-2, 2):
+    pi near 0.5, Phi 8 times its prior scale) kept 50 of 64 atoms on per patch, fitting each
+    patch's 13 observed pixels exactly and its hidden ones at 10 dB; from 0: 10 atoms a patch."""
     dtype = np.float32 if model.dim > 5_000_000 else float
     state = np.repeat(np.asarray(init, dtype=float)[None], S, axis=0).astype(dtype)
     for lat in model.latents:
-        if lat.binary:
+        if lat.binary and lat.name in local:
+            state[:, lat.offset : lat.offset + lat.size] = 0.0
+        elif lat.binary:
             cols = slice(lat.offset, lat.offset + lat.size)
             state[:, cols] = rng.uniform(size=(S, lat.size)) < 0.5
     return state
