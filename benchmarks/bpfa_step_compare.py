@@ -37,7 +37,6 @@ def main(argv=None) -> int:
         default=[],
         help="globals set as the reference starts them: Phi gamma_obs gamma_w pi",
     )
-    ap.add_argument("--old", action="store_true", help="the step before svi5's change")
     ap.add_argument("--coins", action="store_true", help="local binaries start as fair coins")
     args = ap.parse_args(argv)
 
@@ -65,7 +64,6 @@ def main(argv=None) -> int:
     fitter.setup(state)
     q_cols = fitter.q_full()
     mean, precision = np.asarray(init, float)[q_cols], np.ones(len(q_cols))
-    stiff = precision.copy()
     lat = {x.name: x for x in cm.latents}
     at = {int(c): i for i, c in enumerate(q_cols)}
     go = at[lat["gamma_obs"].offset]
@@ -123,19 +121,12 @@ def main(argv=None) -> int:
             newp = (1 - rho) * precision[go] + rho * max(curvature[go], 1e-3)
             step = rho * g_mean[go] / newp
             lim = 3 / np.sqrt(newp)
-            print(f"     log g step before {np.clip(step, -lim, lim):+.4f} (unclipped {step:+.4f},"
+            print(f"     log g step {np.clip(step, -lim, lim):+.4f} (unclipped {step:+.4f},"
                   f" limit {lim:.4f}); conjugate target log(c/d) - mean ="
                   f" {np.log(c_hat / np.mean(cu_g) * g) - mean[go]:+.4f}")  # fmt: skip
-        if args.old:  # the step before: no floor, a clip at 3 sds of q
-            precision = (1 - rho) * precision + rho * np.maximum(curvature, 1e-3)
-            step, limit = rho * g_mean / precision, 3.0 / np.sqrt(precision)
-            mean = mean + np.clip(step, -limit, limit)
-        else:  # fit_local_global's
-            precision = (1 - rho) * precision + rho * np.maximum(curvature, 1e-3)
-            stiff = (1 - rho) * stiff + rho * lg._floored(curvature, fitter.q_blocks)
-            step = rho * g_mean / np.maximum(stiff, precision)
-            limit = np.maximum(3.0 / np.sqrt(precision), lg.STEP_LIMIT)
-            mean = mean + np.clip(step, -limit, limit)
+        precision = (1 - rho) * precision + rho * np.maximum(curvature, 1e-3)
+        step, limit = rho * g_mean / precision, 3.0 / np.sqrt(precision)
+        mean = mean + np.clip(step, -limit, limit)
     return 0
 
 
