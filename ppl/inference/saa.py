@@ -662,21 +662,23 @@ def _predicted_move(log_joint, family, eps, counter, theta, opt, max_evals=None,
         return move
     room = REFINE_STEPS if max_evals is None else (max_evals - counter["evals"]) // len(eps)
     room = max(0, min(REFINE_STEPS, room))
+    rhs = g
     if solved is not None:
         with np.errstate(all="ignore"):
             remainder = np.asarray(grad(solved)(theta), dtype=float)
-        g = g - remainder if np.all(np.isfinite(remainder)) else g
-    refined, products = _refined_move(objective, family, theta, g, opt.hess_inv, move,
+        rhs = g - remainder if np.all(np.isfinite(remainder)) else g
+    refined, products = _refined_move(objective, family, theta, g, rhs, opt.hess_inv, move,
                                       room)  # fmt: skip
     if record is not None:
         record.update({"lbfgs_move": move, "refine_products": products})
     return refined
 
 
-def _refined_move(objective, family, theta, g, inverse, move: float, steps: int):
-    """(the predicted move, products spent): preconditioned CG on the Newton system H x = -g
-    of `objective` at theta (M = `inverse`), from the L-BFGS step (CG's first direction)."""
-    x, r = np.zeros_like(theta), -g
+def _refined_move(objective, family, theta, g, rhs, inverse, move: float, steps: int):
+    """(the predicted move, products spent): preconditioned CG on the Newton system H x = -rhs
+    of `objective` at theta (M = `inverse`), from the L-BFGS step (CG's first direction); each
+    product H p the difference of gradients at theta + p and at theta (`g`)."""
+    x, r = np.zeros_like(theta), -rhs
     z = np.asarray(inverse.matvec(r), dtype=float)
     p, rz = z.copy(), float(r @ z)
     gradient = grad(objective)

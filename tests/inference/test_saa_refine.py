@@ -53,7 +53,7 @@ def test_conjugate_gradients_reach_a_quadratics_newton_step_from_a_wrong_precond
     g = A @ (theta - c)
     inverse = Diagonal([3.0, 3.0])  # a path's scaled identity: 3x and 1/3 of the true one
     lbfgs = movement(Plain.changes(theta, theta - inverse.matvec(g)))
-    move, products = _refined_move(objective, Plain, theta, g, inverse, lbfgs, 3)
+    move, products = _refined_move(objective, Plain, theta, g, g, inverse, lbfgs, 3)
     assert np.isclose(move, movement(c), rtol=1e-9)
     assert not np.isclose(lbfgs, movement(c), rtol=0.2)
     assert products <= 3
