@@ -3,6 +3,7 @@ the image) and docs/bpfa.md's tables against the stored runs (benchmarks/bpfa_do
 
 from __future__ import annotations
 
+import json
 import runpy
 from pathlib import Path
 
@@ -45,3 +46,16 @@ def test_the_tasks_corruption_and_scores():
 
 def test_docs_tables_are_the_stored_runs():
     assert docs["stale"]() == [], "python benchmarks/bpfa_docs.py rewrites them"
+
+
+def test_the_ppl_prose_quotes_the_stored_camera256_run():
+    # docs/bpfa.md's paragraph under the camera256_ppl table: PSNR and wall seconds at each cap
+    root = Path(__file__).resolve().parents[2]
+    run = json.loads((root / "benchmarks/results/bpfa_camera256_ppl.json").read_text())
+    text = " ".join((root / "docs/bpfa.md").read_text().split())
+    ppl_curve = run["results"]["ppl-gibbs"]["curve"]
+    ref = {c["iteration"]: c for c in run["results"]["gibbs-ssvi"]["curve"]}
+    at = {c["iteration"]: c for c in ppl_curve}
+    assert (f"At 100 iterations ppl reached {at[100]['psnr']:.2f} dB ({at[100]['seconds']:.0f} s), "
+            f"at 500 iterations {at[500]['psnr']:.2f} dB ({at[500]['seconds']:.0f} s); the reference "
+            f"{ref[100]['psnr']:.2f} dB at 100 and {ref[500]['psnr']:.2f} dB at 500") in text  # fmt: skip
