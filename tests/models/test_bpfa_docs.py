@@ -56,6 +56,8 @@ def test_the_ppl_prose_quotes_the_stored_camera256_run():
     ppl_curve = run["results"]["ppl-gibbs"]["curve"]
     ref = {c["iteration"]: c for c in run["results"]["gibbs-ssvi"]["curve"]}
     at = {c["iteration"]: c for c in ppl_curve}
-    assert (f"At 100 iterations ppl reached {at[100]['psnr']:.2f} dB ({at[100]['seconds']:.0f} s), "
-            f"at 500 iterations {at[500]['psnr']:.2f} dB ({at[500]['seconds']:.0f} s); the reference "
-            f"{ref[100]['psnr']:.2f} dB at 100 and {ref[500]['psnr']:.2f} dB at 500") in text  # fmt: skip
+    a, b = at[100], at[500]
+    said = (f"At 100 iterations ppl reached {a['psnr']:.2f} dB ({a['seconds']:.0f} s), at 500 "
+            f"iterations {b['psnr']:.2f} dB ({b['seconds']:.0f} s); the reference "
+            f"{ref[100]['psnr']:.2f} dB at 100 and {ref[500]['psnr']:.2f} dB at 500")  # fmt: skip
+    assert said in text
